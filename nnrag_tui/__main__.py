@@ -1,0 +1,3 @@
+from nnrag_tui.cli import main
+
+raise SystemExit(main())

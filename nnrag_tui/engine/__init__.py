@@ -1,0 +1,1 @@
+"""The headless engine: never imports textual, rich or torch."""

@@ -1,0 +1,252 @@
+"""Import-system resolution over the whole index: what a name used in a module refers to.
+
+Follows a module's own definitions and imports (relative imports, package ``__init__``
+re-exports and chains of them, ``from x import *`` honouring ``__all__``, ``import a.b as c``
+with attribute chains, aliases) to a corpus definition, a corpus module or an external name.
+Absolute module names are looked up in the using module's own source first, so a definition
+never comes from another repository that merely has the same module name.
+"""
+
+from __future__ import annotations
+
+import builtins
+from dataclasses import dataclass, field
+from typing import Iterable
+
+from nnrag_tui.engine.facts import ImportRecord, ModuleFacts, Symbol
+
+BUILTINS = frozenset(dir(builtins)) | {"__file__", "__name__", "__doc__", "__spec__",
+                                       "__package__", "__loader__", "__path__", "__builtins__"}
+MAX_DEPTH = 40
+GUARD_RANK = {"": 0, "try": 1, "with": 2, "type_checking": 3, "if": 4, "except": 5}
+
+
+@dataclass
+class ModuleEntry:
+    """One indexed module with lookup tables built from its facts."""
+
+    source: str
+    priority: int
+    file_id: int
+    facts: ModuleFacts
+    defs: dict[str, list[Symbol]] = field(default_factory=dict)  # top-level bindings
+    classes: dict[str, Symbol] = field(default_factory=dict)  # by qualname, nested included
+    imports: dict[str, list[ImportRecord]] = field(default_factory=dict)
+    stars: list[ImportRecord] = field(default_factory=list)
+
+    @property
+    def module(self) -> str:
+        return self.facts.module
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.source, self.facts.module)
+
+
+@dataclass(frozen=True)
+class Target:
+    """What a name refers to. ``kind``: ``def`` (a module-level binding ``name`` of
+    ``entry``; ``attr`` holds a nested class path or attribute tail), ``module``, ``external``
+    (``name`` is the absolute dotted name), ``builtin`` or ``unresolved``."""
+
+    kind: str
+    name: str
+    entry: ModuleEntry | None = None
+    attr: str = ""
+    how: str = "local"  # local | import | re-export | star | attribute | builtin | heuristic
+    confidence: float = 1.0
+    note: str = ""
+
+    @property
+    def qualified(self) -> str:
+        if self.entry is None:
+            return self.name
+        base = self.entry.module if self.kind == "module" else f"{self.entry.module}.{self.name}"
+        return f"{base}.{self.attr}" if self.attr else base
+
+
+class ModuleIndex:
+    def __init__(self, rows: Iterable[tuple[str, int, int, ModuleFacts]]) -> None:
+        self.entries: dict[tuple[str, str], ModuleEntry] = {}
+        self.by_module: dict[str, list[ModuleEntry]] = {}
+        self.priority: dict[str, int] = {}
+        for source, priority, fid, facts in rows:
+            if not facts.ok:
+                continue
+            e = ModuleEntry(source, priority, fid, facts)
+            for s in facts.symbols:
+                if s.parent is None:
+                    e.defs.setdefault(s.name, []).append(s)
+                if s.kind == "class":
+                    e.classes[s.qualname] = s
+            for imp in facts.imports:
+                if imp.is_star:
+                    e.stars.append(imp)
+                else:
+                    e.imports.setdefault(imp.bound, []).append(imp)
+            for recs in e.imports.values():
+                recs.sort(key=lambda r: GUARD_RANK.get(r.guard.kind, 9))
+            self.entries[e.key] = e
+            self.by_module.setdefault(facts.module, []).append(e)
+            self.priority.setdefault(source, priority)
+        for lst in self.by_module.values():
+            lst.sort(key=lambda e: (e.priority, e.source))
+        self._exports: dict[tuple[str, str], frozenset[str]] = {}
+        self._memo: dict[tuple[tuple[str, str], str], Target] = {}
+
+    # -- modules ---------------------------------------------------------------------------
+    def find_module(self, module: str, from_source: str | None) -> ModuleEntry | None:
+        cands = self.by_module.get(module)
+        if not cands:
+            return None
+        if from_source is not None:
+            for e in cands:
+                if e.source == from_source:
+                    return e
+        return cands[0]
+
+    def has_package_prefix(self, module: str, from_source: str | None) -> bool:
+        """Whether some corpus module lives under ``module`` (a namespace package)."""
+        return self.find_module(module, from_source) is not None
+
+    # -- names -----------------------------------------------------------------------------
+    def lookup(self, entry: ModuleEntry, name: str, _depth: int = 0) -> Target:
+        """The module-level binding of ``name`` as seen from inside ``entry``."""
+        key = (entry.key, name)
+        hit = self._memo.get(key)
+        if hit is not None:
+            return hit
+        if _depth > MAX_DEPTH:
+            return Target("unresolved", name, note="import cycle")
+        self._memo[key] = Target("unresolved", name, note="import cycle")  # cycle guard
+        t = self._lookup(entry, name, _depth)
+        self._memo[key] = t
+        return t
+
+    def _lookup(self, entry: ModuleEntry, name: str, depth: int) -> Target:
+        if name in entry.defs:
+            return Target("def", name, entry)
+        recs = entry.imports.get(name)
+        if recs:
+            return self.follow_import(entry, recs[0], depth)
+        for star in entry.stars:
+            t = self._from_star(entry, star, name, depth)
+            if t is not None:
+                return t
+        if entry.facts.is_package:
+            sub = self.find_module(f"{entry.module}.{name}", entry.source)
+            if sub is not None:
+                return Target("module", sub.module, sub, how="attribute")
+        if name in BUILTINS:
+            return Target("builtin", name, how="builtin")
+        ext_stars = [s for s in entry.stars if self.find_module(s.target, entry.source) is None]
+        if ext_stars:
+            return Target("external", f"{ext_stars[0].target}.{name}", how="heuristic",
+                          confidence=0.5, note=f"assumed from `from {ext_stars[0].target} import *`")
+        return Target("unresolved", name, note=f"not bound in {entry.module}")
+
+    def _from_star(self, entry: ModuleEntry, star: ImportRecord, name: str,
+                   depth: int) -> Target | None:
+        src = self.find_module(star.target, entry.source)
+        if src is None or name not in self.exports(src):
+            return None
+        t = self.lookup(src, name, depth + 1)
+        if t.kind in ("def", "module", "external"):
+            return _with_how(t, "star")
+        return None
+
+    def follow_import(self, entry: ModuleEntry, rec: ImportRecord, depth: int = 0) -> Target:
+        if not rec.target:
+            return Target("unresolved", rec.bound, note="relative import above the top package")
+        if rec.name is None:
+            mod = rec.target if rec.asname else rec.target.split(".")[0]
+            return self.module_target(mod, entry.source, how="import")
+        src = self.find_module(rec.target, entry.source)
+        if src is not None:
+            t = self.lookup(src, rec.name, depth + 1)
+            if t.kind != "unresolved":
+                direct = t.kind == "def" and t.entry is src
+                return _with_how(t, "import" if direct else
+                                 ("star" if t.how == "star" else "re-export"))
+        sub = self.find_module(f"{rec.target}.{rec.name}", entry.source)
+        if sub is not None:
+            return Target("module", sub.module, sub, how="import")
+        if src is not None:
+            return Target("unresolved", rec.name,
+                          note=f"{rec.target} has no {rec.name!r}")
+        return Target("external", f"{rec.target}.{rec.name}", how="import")
+
+    def module_target(self, module: str, from_source: str | None, how: str) -> Target:
+        e = self.find_module(module, from_source)
+        if e is not None:
+            return Target("module", module, e, how=how)
+        # A package whose __init__ is not indexed but whose submodules are.
+        prefix = module + "."
+        if any(m.startswith(prefix) for m in self.by_module):
+            return Target("module", module, None, how=how)
+        return Target("external", module, how=how)
+
+    def resolve_dotted(self, entry: ModuleEntry, dotted: str) -> Target:
+        """Resolves ``a.b.C`` used in ``entry``: the head by lookup, the rest as attributes."""
+        parts = dotted.split(".")
+        t = self.lookup(entry, parts[0])
+        for i, attr in enumerate(parts[1:], start=1):
+            if t.kind == "module":
+                mod = t.name
+                if t.entry is not None:
+                    nt = self.lookup(t.entry, attr)
+                    if nt.kind != "unresolved":
+                        t = _with_how(nt, "attribute")
+                        continue
+                sub_name = f"{mod}.{attr}"
+                src = t.entry.source if t.entry else entry.source
+                nt = self.module_target(sub_name, src, "attribute")
+                if nt.kind == "external" and t.entry is not None:
+                    return Target("unresolved", ".".join(parts[: i + 1]),
+                                  note=f"{mod} has no {attr!r}")
+                t = nt
+            elif t.kind == "external":
+                t = Target("external", f"{t.name}.{attr}", how=t.how, confidence=t.confidence,
+                           note=t.note)
+            elif t.kind == "def":
+                t = Target("def", t.name, t.entry, f"{t.attr}.{attr}" if t.attr else attr,
+                           how=t.how, confidence=t.confidence)
+            else:
+                return t
+        return t
+
+    def exports(self, entry: ModuleEntry) -> frozenset[str]:
+        """Names ``from entry import *`` binds."""
+        hit = self._exports.get(entry.key)
+        if hit is not None:
+            return hit
+        self._exports[entry.key] = frozenset()  # cycle guard
+        if entry.facts.all_names is not None:
+            names = frozenset(entry.facts.all_names)
+        else:
+            acc = {n for n in entry.defs if not n.startswith("_")}
+            acc |= {n for n in entry.imports if not n.startswith("_")}
+            for star in entry.stars:
+                src = self.find_module(star.target, entry.source)
+                if src is not None:
+                    acc |= self.exports(src)
+            names = frozenset(acc)
+        self._exports[entry.key] = names
+        return names
+
+    def class_symbol(self, t: Target) -> tuple[ModuleEntry, Symbol] | None:
+        """The class a ``def`` target names, following ``Outer.Inner`` and aliases
+        (``Alias = Real`` at module level)."""
+        if t.kind != "def" or t.entry is None:
+            return None
+        qual = f"{t.name}.{t.attr}" if t.attr else t.name
+        sym = t.entry.classes.get(qual)
+        if sym is not None:
+            return t.entry, sym
+        return None
+
+
+def _with_how(t: Target, how: str) -> Target:
+    if t.how == how:
+        return t
+    return Target(t.kind, t.name, t.entry, t.attr, how, t.confidence, t.note)

@@ -1,0 +1,212 @@
+"""BlockDiscovery: nn.Module subclasses through the whole class hierarchy of the corpus.
+
+Bases are resolved through each module's imports (never by bare name), through any chain of
+corpus and torch classes. A block is concrete (no unimplemented abstract method, a ``forward``
+that does more than raise NotImplementedError) and has a ``forward``, its own or inherited.
+Each block gets one of the paper's eight categories and the rule that decided it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from nnrag_tui.engine.bindings import ModuleEntry, ModuleIndex, Target
+from nnrag_tui.engine.config import SymbolPatterns
+from nnrag_tui.engine.facts import Block, Symbol
+
+CATEGORIES = (
+    "attention",
+    "convolution",
+    "transformer_block",
+    "pooling",
+    "normalization",
+    "loss",
+    "architecture",
+    "utility",
+)
+
+# The root of every module, in the installed torch and as a corpus class when torch/nn is indexed.
+MODULE_ROOTS = frozenset({
+    "torch.nn.Module",
+    "torch.nn.modules.Module",
+    "torch.nn.modules.module.Module",
+    "torch.jit.ScriptModule",
+    "torch.jit._script.ScriptModule",
+})
+TORCH_MODULE_PREFIXES = ("torch.nn.", "torch.ao.nn.")
+NOT_MODULES = frozenset({"Parameter", "UninitializedParameter", "UninitializedBuffer", "Buffer",
+                         "ParameterList", "ParameterDict", "UninitializedTensorMixin"})
+WITHOUT_FORWARD = frozenset({"Module", "ModuleList", "ModuleDict", "Container", "ScriptModule",
+                             "LazyModuleMixin"})
+
+
+@dataclass(frozen=True)
+class _ClassInfo:
+    is_module: bool
+    has_forward: bool
+    abstract: frozenset[str]
+    bases: tuple[str, ...]
+    base_categories: tuple[tuple[str, str], ...]  # (qualified base, its category)
+
+
+def external_is_module(name: str) -> bool:
+    """Whether an external dotted name is a torch module class (decided without importing
+    torch: torch.nn's public classes are CamelCase, its functions and submodules are not)."""
+    if name in MODULE_ROOTS:
+        return True
+    if not name.startswith(TORCH_MODULE_PREFIXES):
+        return False
+    parts = name.split(".")
+    if any(p in ("functional", "init", "utils", "parameter", "grad") for p in parts[2:-1]):
+        return False
+    last = parts[-1]
+    core = last.lstrip("_")
+    return bool(core) and core[0].isupper() and last not in NOT_MODULES
+
+
+def external_has_forward(name: str) -> bool:
+    return name.rsplit(".", 1)[-1] not in WITHOUT_FORWARD
+
+
+class BlockDiscovery:
+    def __init__(self, index: ModuleIndex, patterns: dict[str, SymbolPatterns] | None = None):
+        self.index = index
+        self.patterns = patterns or {}
+        self._info: dict[tuple[tuple[str, str], str], _ClassInfo] = {}
+
+    def discover(self) -> list[tuple[int, Block]]:
+        out: list[tuple[int, Block]] = []
+        for entry in self.index.entries.values():
+            pats = self.patterns.get(entry.source)
+            for qual, sym in entry.classes.items():
+                if pats is not None and not pats.allows(entry.module, qual):
+                    continue
+                info = self.class_info(entry, sym)
+                if not info.is_module or not info.has_forward or info.abstract:
+                    continue
+                if f"{entry.module}.{qual}" in MODULE_ROOTS:
+                    continue
+                category, rule = categorize(entry, sym, info)
+                out.append((entry.file_id, Block(
+                    source=entry.source,
+                    module=entry.module,
+                    qualname=qual,
+                    relpath=entry.facts.relpath,
+                    line=sym.line,
+                    end_line=sym.end_line,
+                    category=category,
+                    rule=rule,
+                    bases=info.bases,
+                    doc=sym.doc,
+                    guard=sym.guard.kind,
+                )))
+        return out
+
+    def resolve_base(self, entry: ModuleEntry, expr: str) -> Target:
+        m = re.match(r"[A-Za-z_][\w.]*", expr)
+        if not m:
+            return Target("unresolved", expr, note="base is not a name")
+        return self.index.resolve_dotted(entry, m.group(0).rstrip("."))
+
+    def class_info(self, entry: ModuleEntry, sym: Symbol) -> _ClassInfo:
+        key = (entry.key, sym.qualname)
+        hit = self._info.get(key)
+        if hit is not None:
+            return hit
+        # Cycle guard: a class that (through broken code) inherits from itself is no module.
+        self._info[key] = _ClassInfo(False, False, frozenset(), (), ())
+        qualified = f"{entry.module}.{sym.qualname}"
+        own = set(sym.methods)
+        is_module = qualified in MODULE_ROOTS
+        has_forward = "forward" in own and not sym.forward_raises and not is_module
+        abstract: set[str] = set(sym.abstract_methods)
+        inherited_abstract: set[str] = set()
+        bases: list[str] = []
+        base_cats: list[tuple[str, str]] = []
+        for expr in sym.bases:
+            t = self.resolve_base(entry, expr)
+            found = self.index.class_symbol(t)
+            if found is not None:
+                b_entry, b_sym = found
+                b = self.class_info(b_entry, b_sym)
+                bq = f"{b_entry.module}.{b_sym.qualname}"
+                bases.append(bq)
+                is_module |= b.is_module
+                if "forward" not in own:
+                    has_forward |= b.has_forward
+                inherited_abstract |= b.abstract
+                if b.is_module and b.has_forward:
+                    base_cats.append((bq, _name_category(b_sym.name) or ""))
+            elif t.kind == "external":
+                bases.append(t.name)
+                if external_is_module(t.name):
+                    is_module = True
+                    if "forward" not in own and external_has_forward(t.name):
+                        has_forward = True
+                    base_cats.append((t.name, _name_category(t.name.rsplit(".", 1)[-1]) or ""))
+            else:
+                bases.append(t.qualified if t.kind == "def" else expr)
+        if "forward" in own and sym.forward_raises:
+            abstract.add("forward")
+        abstract |= inherited_abstract - (own - set(sym.abstract_methods))
+        info = _ClassInfo(is_module, has_forward, frozenset(abstract), tuple(bases),
+                          tuple(base_cats))
+        self._info[key] = info
+        return info
+
+
+# -- categories ----------------------------------------------------------------------------
+_NAME_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("loss", re.compile(r"Loss|Criterion")),
+    ("attention", re.compile(
+        r"Attention|Attn|MultiHead|MHSA|MHA\b|^SE(?:Module|Layer|Block)?\d*$|SEModule|SqueezeExcit"
+        r"|^Eca|EcaModule|CecaModule|Cbam|GatherExcite|GlobalContext|SelectiveKernel|SplitAttn"
+        r"|NonLocal|Excite")),
+    ("pooling", re.compile(r"Pool")),
+    ("normalization", re.compile(r"Norm(?!al)|^BN|FrozenBatch|Standardiz")),
+    ("transformer_block", re.compile(
+        r"Transformer(?:Encoder|Decoder)?(?:Layer|Block)|EncoderLayer|DecoderLayer"
+        r"|(?:ViT|Vit|Swin|Mixer|Former|Transformer)Block|^Block$|ParallelBlock|ResPostBlock"
+        r"|ParallelScalingBlock|^(?:Transformer)?(?:Encoder|Decoder)$")),
+    ("convolution", re.compile(r"Conv|Bottleneck|BasicBlock|InvertedResidual|DepthwiseSeparable"
+                               r"|ResBlock|ResidualBlock|DenseLayer|EdgeResidual")),
+)
+_ARCH_METHODS = frozenset({"forward_features", "forward_head", "reset_classifier",
+                           "get_classifier"})
+_ARCH_NAME = re.compile(
+    r"(?:Net|NeXt|Former|ViT|Vit|Transformer|Mixer|Inception|VGG|AlexNet|DarkNet|GoogLeNet"
+    r"|SqueezeNet|Hiera|Levit|Xcit|Eva|Beit|Deit|Cait|Swin)(?:V\d+)?[\d_]*(?:Model)?$")
+_OP_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("attention", re.compile(r"scaled_dot_product_attention|(?:^|\.)softmax$")),
+    ("pooling", re.compile(r"pool\dd$|Pool\dd$|adaptive_\w+pool|(?:^|\.)(?:avg|max)_pool")),
+    ("normalization", re.compile(r"(?:batch|layer|group|instance|rms)_norm$|Norm\dd?$")),
+    ("convolution", re.compile(r"conv\dd$|Conv\dd$|conv_transpose")),
+)
+
+
+def _name_category(name: str) -> str | None:
+    for cat, rx in _NAME_RULES:
+        if rx.search(name):
+            return cat
+    return None
+
+
+def categorize(entry: ModuleEntry, sym: Symbol, info: _ClassInfo) -> tuple[str, str]:
+    name = sym.name
+    if _ARCH_METHODS & set(sym.methods):
+        return "architecture", "method:" + sorted(_ARCH_METHODS & set(sym.methods))[0]
+    for cat, rx in _NAME_RULES:
+        if rx.search(name):
+            return cat, f"name:{rx.search(name).group(0)}"  # type: ignore[union-attr]
+    if _ARCH_NAME.search(name):
+        return "architecture", f"name:{_ARCH_NAME.search(name).group(0)}"  # type: ignore[union-attr]
+    for base, cat in info.base_categories:
+        if cat:
+            return cat, f"base:{base}"
+    calls = sym.calls
+    for cat, rx in _OP_RULES:
+        for c in calls:
+            if rx.search(c):
+                return cat, f"op:{c}"
+    return "utility", "default"

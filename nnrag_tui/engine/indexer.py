@@ -1,0 +1,202 @@
+"""Turns configured sources into the SQLite index: list files, parse what changed in a process
+pool, store it, then rediscover blocks. Unchanged files are never parsed twice."""
+
+from __future__ import annotations
+
+import fcntl
+import gc
+import multiprocessing
+import os
+import threading
+import time
+from concurrent.futures import ProcessPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterator
+
+from nnrag_tui.engine.bindings import ModuleIndex
+from nnrag_tui.engine.config import CorpusConfig, SourceConfig
+from nnrag_tui.engine.discovery import BlockDiscovery
+from nnrag_tui.engine.errors import NnragError, SourceError
+from nnrag_tui.engine.facts import IndexReport, ModuleFacts
+from nnrag_tui.engine.parse import read_facts
+from nnrag_tui.engine.sources import RepoCache, Snapshot, iter_files
+from nnrag_tui.engine.store import FileIndexStore
+
+DISCOVERY_VERSION = "3"
+POOL_THRESHOLD = 16  # below this many files to parse, parsing in-process is faster
+
+
+@dataclass(frozen=True)
+class Progress:
+    """One progress event: ``phase`` is ``fetch``, ``parse``, ``discover`` or ``done``."""
+
+    phase: str
+    source: str
+    done: int
+    total: int
+    current: str = ""
+
+
+ProgressFn = Callable[[Progress], None]
+CancelFn = Callable[[], bool]
+
+
+class Cancelled(NnragError):
+    """The caller asked to stop; everything committed so far stays consistent."""
+
+
+def _worker_init() -> None:
+    # ast trees are acyclic and die by refcount; the cyclic GC only slows parsing down 2x.
+    gc.disable()
+
+
+def _parse_job(job: tuple[str, str, int, str | None]) -> tuple[str, ModuleFacts | None, int]:
+    root, relpath, max_bytes, expected = job
+    facts, mtime = read_facts(root, relpath, max_bytes, expected)
+    return relpath, facts, mtime
+
+
+@contextmanager
+def index_lock(cache_dir: Path, on_wait: Callable[[], None] | None = None) -> Iterator[None]:
+    """One indexer at a time per cache; a second one waits (and says so) instead of failing."""
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    fh = open(cache_dir / "index.lock", "a+")
+    try:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if on_wait:
+                on_wait()
+            fcntl.flock(fh, fcntl.LOCK_EX)
+        yield
+    finally:
+        fcntl.flock(fh, fcntl.LOCK_UN)
+        fh.close()
+
+
+class Indexer:
+    def __init__(self, config: CorpusConfig, store: FileIndexStore, cache: RepoCache,
+                 workers: int | None = None) -> None:
+        self.config = config
+        self.store = store
+        self.cache = cache
+        self.workers = workers or max(1, min(os.cpu_count() or 1, 8))
+        self.max_bytes = int(config.fetch.max_file_mb * 1024 * 1024)
+        self._pool: ProcessPoolExecutor | None = None
+
+    def run(self, policy: str = "missing", progress: ProgressFn | None = None,
+            cancel: CancelFn | None = None) -> IndexReport:
+        t0 = time.perf_counter()
+        emit = progress or (lambda p: None)
+        cancelled = cancel or (lambda: False)
+        totals = dict(files=0, parsed=0, cached=0, failed=0, removed=0)
+        per_source: list[dict] = []
+        changed = False
+        try:
+            with self.store.transaction():
+                if self.store.drop_sources_except(s.name for s in self.config.sources):
+                    changed = True
+            for src in self.config.sources:
+                if cancelled():
+                    raise Cancelled("indexing cancelled")
+                emit(Progress("fetch", src.name, 0, 0, src.location))
+                try:
+                    snap = self.cache.materialize(src, policy)
+                except SourceError as exc:
+                    per_source.append({"name": src.name, "error": str(exc)})
+                    with self.store.transaction():
+                        self.store.set_source_error(src.name, str(exc))
+                    continue
+                stats = self._index_source(src, snap, emit, cancelled)
+                for k in totals:
+                    totals[k] += stats[k]
+                changed |= bool(stats["parsed"] or stats["removed"])
+                per_source.append({"name": src.name, "origin": snap.origin,
+                                   "commit": snap.commit, **stats})
+        finally:
+            if self._pool is not None:
+                self._pool.shutdown(cancel_futures=True)
+                self._pool = None
+        if changed or self.store.get_meta("discovery") != DISCOVERY_VERSION:
+            emit(Progress("discover", "", 0, 1))
+            self.rediscover()
+        blocks = self.store.counts()["blocks"]
+        emit(Progress("done", "", 1, 1))
+        return IndexReport(
+            files=totals["files"], parsed=totals["parsed"], cached=totals["cached"],
+            failed=totals["failed"], removed=totals["removed"], blocks=blocks,
+            seconds=time.perf_counter() - t0, sources=tuple(per_source),
+            failures=tuple(self.store.failures()),
+        )
+
+    def rediscover(self) -> int:
+        index = ModuleIndex(self.store.load_modules())
+        patterns = {s.name: s.symbols for s in self.config.sources}
+        rows = BlockDiscovery(index, patterns).discover()
+        with self.store.transaction():
+            self.store.replace_blocks(rows)
+            self.store.set_meta("discovery", DISCOVERY_VERSION)
+        return len(rows)
+
+    def _index_source(self, src: SourceConfig, snap: Snapshot, emit: ProgressFn,
+                      cancelled: CancelFn) -> dict[str, int]:
+        with self.store.transaction():
+            sid = self.store.upsert_source(src.name, src.kind, snap.origin, str(snap.root),
+                                           snap.commit, snap.version, src.priority)
+        known = self.store.file_states(sid)
+        listed = list(iter_files(snap, src))
+        stats = dict(files=len(listed), parsed=0, cached=0, failed=0, removed=0)
+        jobs: list[tuple[str, str, int, str | None]] = []
+        root = str(snap.root)
+        for rel, st in listed:
+            old = known.get(rel)
+            if old is not None and old[2] == st.st_size and old[3] == st.st_mtime_ns:
+                stats["cached"] += 1
+                continue
+            jobs.append((root, rel, self.max_bytes, old[1] if old else None))
+        gone = [known[r][0] for r in known.keys() - {rel for rel, _ in listed}]
+        results: list[tuple[str, ModuleFacts | None, int]] = []
+        total = len(jobs)
+        for done, res in enumerate(self._parse_all(jobs), start=1):
+            results.append(res)
+            if done % 8 == 0 or done == total:
+                emit(Progress("parse", src.name, done, total, res[0]))
+                if cancelled():
+                    raise Cancelled("indexing cancelled")
+        with self.store.transaction():
+            if gone:
+                self.store.delete_files(gone)
+                stats["removed"] = len(gone)
+            for rel, facts, mtime in results:
+                if facts is None:  # same bytes, new mtime
+                    fid, _, _, _ = known[rel]
+                    size = os.stat(os.path.join(root, rel)).st_size
+                    self.store.touch_file(fid, size, mtime)
+                    stats["cached"] += 1
+                    continue
+                self.store.put_facts(sid, facts, mtime)
+                stats["parsed"] += 1
+        stats["failed"] = self.store.failed_count(sid)
+        return stats
+
+    def _parse_all(self, jobs: list[tuple[str, str, int, str | None]]):
+        if len(jobs) < POOL_THRESHOLD or self.workers == 1:
+            was = gc.isenabled()
+            gc.disable()
+            try:
+                for j in jobs:
+                    yield _parse_job(j)
+            finally:
+                if was:
+                    gc.enable()
+            return
+        if self._pool is None:
+            # fork is fastest; with other threads alive (the TUI) forking is unsafe.
+            method = "fork" if threading.active_count() == 1 else "forkserver"
+            self._pool = ProcessPoolExecutor(
+                self.workers, mp_context=multiprocessing.get_context(method),
+                initializer=_worker_init)
+        chunk = max(1, min(16, len(jobs) // (self.workers * 4)))
+        yield from self._pool.map(_parse_job, jobs, chunksize=chunk)
