@@ -196,7 +196,10 @@ def _parse_source(
     for key in spec:
         if key not in SOURCE_KEYS:
             _warn(f"{where}: unknown key {key!r} ignored")
-    if spec.get("enabled", True) is False:
+    enabled = spec.get("enabled", True)
+    if not isinstance(enabled, bool):
+        raise ConfigError(f"{where}: field 'enabled' must be true or false")
+    if not enabled:
         return None
     kinds = [k for k in SOURCE_KINDS if k in spec]
     if len(kinds) != 1:

@@ -4,11 +4,17 @@ together. The CLI, the TUI and Python users all go through it."""
 from __future__ import annotations
 
 import fnmatch
+import json
+import os
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from nnrag_tui.engine import paths
 from nnrag_tui.engine.config import CorpusConfig, default_config, load_config
-from nnrag_tui.engine.errors import BlockNotFound
+from nnrag_tui.engine.bindings import ModuleIndex
+from nnrag_tui.engine.errors import BlockNotFound, NnragError
+from nnrag_tui.engine.generate import GeneratedBlock, generate
+from nnrag_tui.engine.resolve import Resolver
 from nnrag_tui.engine.facts import Block, IndexReport
 from nnrag_tui.engine.indexer import CancelFn, Indexer, ProgressFn, index_lock
 from nnrag_tui.engine.sources import RepoCache
@@ -35,6 +41,7 @@ class BlockExtractor:
         self.workers = workers
         self._store: FileIndexStore | None = None
         self._indexed = False
+        self._resolver: Resolver | None = None
 
     @property
     def store(self) -> FileIndexStore:
@@ -61,6 +68,7 @@ class BlockExtractor:
             report = Indexer(self.config, self.store, cache, self.workers).run(
                 policy, progress, cancel)
         self._indexed = True
+        self._resolver = None
         return report
 
     def warm_index_once(self, policy: str = "missing", progress: ProgressFn | None = None
@@ -100,3 +108,142 @@ class BlockExtractor:
 
     def sources(self) -> list[dict]:
         return self.store.sources()
+
+    # -- extraction ------------------------------------------------------------------------
+    def resolver(self) -> Resolver:
+        """The resolver over the current index, built once per index state."""
+        if self._resolver is None:
+            self.warm_index_once()
+            index = ModuleIndex(self.store.load_modules())
+            roots = {k: v["root"] for k, v in self.store.source_roots().items()}
+            self._resolver = Resolver(index, roots)
+        return self._resolver
+
+    def extract_single_block(self, name: str, out_dir: str | Path | None = None
+                             ) -> Extraction:
+        """Extracts one block by ``Name``, ``pkg.mod.Name`` or ``pkg.mod:Name``. Never raises
+        for a block that cannot be extracted: the failure is in the result."""
+        try:
+            block, others = self.find_block(name)
+        except BlockNotFound as exc:
+            return Extraction(name, None, None, error=str(exc))
+        notes = []
+        if others:
+            notes.append(f"{len(others) + 1} blocks are named {name!r}; took {block.key} "
+                         f"({block.source}, priority {self._priority(block.source)}); others: "
+                         + ", ".join(o.key for o in others))
+        try:
+            closure = self.resolver().closure(block)
+            gen = generate(closure, self.store.source_roots())
+        except (NnragError, SyntaxError, RecursionError, ValueError) as exc:
+            return Extraction(name, block, None, error=f"{type(exc).__name__}: {exc}",
+                              notes=notes)
+        result = Extraction(name, block, gen, notes=notes + gen.notes)
+        if out_dir is not None:
+            result.write(Path(out_dir))
+        return result
+
+    def extract_multiple_blocks(self, names, out_dir: str | Path | None = None
+                                ) -> list[Extraction]:
+        return [self.extract_single_block(n, out_dir) for n in names]
+
+    def extract_blocks_from_file(self, path: str | Path, limit: int | None = None,
+                                 start_from: str | None = None,
+                                 out_dir: str | Path | None = None) -> list[Extraction]:
+        return self.extract_multiple_blocks(
+            read_block_names(path, limit=limit, start_from=start_from), out_dir)
+
+    def _priority(self, source: str) -> int:
+        for s in self.config.sources:
+            if s.name == source:
+                return s.priority
+        return 0
+
+
+def read_block_names(path: str | Path, limit: int | None = None,
+                     start_from: str | None = None) -> list[str]:
+    """A JSON list of names, or one name per line (``#`` comments and blank lines skipped)."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise NnragError(f"cannot read block list {p}: {exc.strerror or exc}") from None
+    names: list[str]
+    if text.lstrip().startswith("["):
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise NnragError(f"{p}: not a valid JSON list ({exc.msg}, line {exc.lineno})"
+                             ) from None
+        if not isinstance(data, list) or not all(isinstance(x, str) for x in data):
+            raise NnragError(f"{p}: a JSON block list must be a list of names")
+        names = data
+    else:
+        names = [ln.strip() for ln in text.splitlines()
+                 if ln.strip() and not ln.strip().startswith("#")]
+    if start_from is not None:
+        if start_from not in names:
+            raise NnragError(f"{p}: --start-from {start_from!r} is not in the list")
+        names = names[names.index(start_from):]
+    if limit is not None:
+        names = names[:limit]
+    return names
+
+
+@dataclass
+class Extraction:
+    """The outcome of extracting one requested name."""
+
+    requested: str
+    block: Block | None
+    generated: GeneratedBlock | None
+    error: str | None = None
+    notes: list[str] = field(default_factory=list)
+    paths: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.generated is not None
+
+    def write(self, out_dir: Path) -> None:
+        assert self.generated is not None
+        out_dir.mkdir(parents=True, exist_ok=True)
+        name = safe_filename(self.generated.name)
+        py = out_dir / f"{name}.py"
+        spec = out_dir / f"{name}.spec.json"
+        atomic_write(py, self.generated.code)
+        atomic_write(spec, json.dumps(self.generated.spec, indent=2) + "\n")
+        self.paths = [str(py), str(spec)]
+
+    def report(self) -> dict:
+        d: dict = {"requested": self.requested, "ok": self.ok}
+        if self.block is not None:
+            d.update(name=self.block.name, key=self.block.key, repo=self.block.source,
+                     category=self.block.category, path=self.block.relpath,
+                     line=self.block.line)
+        if self.generated is not None:
+            g = self.generated
+            d.update(lines=g.lines, definitions=len(g.definitions), externals=g.externals,
+                     rewrites=g.rewrites,
+                     unresolved=[{"name": n, "where": w} for n, w in g.unresolved])
+        if self.error:
+            d["error"] = self.error
+        if self.notes:
+            d["notes"] = self.notes
+        if self.paths:
+            d["files"] = self.paths
+        return d
+
+
+def safe_filename(name: str) -> str:
+    cleaned = "".join(c if c.isalnum() or c in "_-." else "_" for c in name).strip("._")
+    return cleaned or "block"
+
+
+def atomic_write(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)

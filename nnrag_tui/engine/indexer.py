@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import fcntl
 import gc
+import json
 import multiprocessing
 import os
 import threading
@@ -107,7 +108,10 @@ class Indexer:
                 except SourceError as exc:
                     per_source.append({"name": src.name, "error": str(exc)})
                     with self.store.transaction():
-                        self.store.set_source_error(src.name, str(exc))
+                        if not self.store.set_source_error(src.name, str(exc)):
+                            # never indexed: a row anyway, so that `sources` shows the error
+                            self.store.upsert_source(src.name, src.kind, src.location, "", None,
+                                                     None, src.priority, str(exc))
                     continue
                 stats = self._index_source(src, snap, emit, cancelled)
                 for k in totals:
@@ -119,7 +123,7 @@ class Indexer:
             if self._pool is not None:
                 self._pool.shutdown(cancel_futures=True)
                 self._pool = None
-        if changed or self.store.get_meta("discovery") != DISCOVERY_VERSION:
+        if changed or self.store.get_meta("discovery") != self._discovery_key():
             emit(Progress("discover", "", 0, 1))
             self.rediscover()
         blocks = self.store.counts()["blocks"]
@@ -137,8 +141,15 @@ class Indexer:
         rows = BlockDiscovery(index, patterns).discover()
         with self.store.transaction():
             self.store.replace_blocks(rows)
-            self.store.set_meta("discovery", DISCOVERY_VERSION)
+            self.store.set_meta("discovery", self._discovery_key())
         return len(rows)
+
+    def _discovery_key(self) -> str:
+        """What the stored blocks depend on besides the files: the discovery rules, and each
+        source's priority and symbol patterns (editing them in the config must re-discover)."""
+        cfg = [(s.name, s.priority, s.symbols.include, s.symbols.exclude)
+               for s in self.config.sources]
+        return f"{DISCOVERY_VERSION}:{json.dumps(cfg, sort_keys=True)}"
 
     def _index_source(self, src: SourceConfig, snap: Snapshot, emit: ProgressFn,
                       cancelled: CancelFn) -> dict[str, int]:

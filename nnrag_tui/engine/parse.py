@@ -17,7 +17,10 @@ import warnings
 from nnrag_tui.engine.facts import NO_GUARD, Guard, ImportRecord, ModuleFacts, Symbol
 
 MAX_CALLS = 256
-_CALL_RE = re.compile(r"(?<![\w.])([A-Za-z_][\w]*(?:\.[A-Za-z_]\w*)*)\s*\(")
+# Not preceded by ``def `` / ``class ``: a definition is not a call.
+_CALL_RE = re.compile(
+    r"(?<![\w.])(?<!def )(?<!class )([A-Za-z_][\w]*(?:\.[A-Za-z_]\w*)*)\s*\("
+)
 _KEYWORDS = frozenset(keyword.kwlist) | {"print"}
 
 

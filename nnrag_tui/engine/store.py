@@ -163,8 +163,10 @@ class FileIndexStore:
             (name, kind, origin, root, commit, version, priority, time.time(), error))
         return int(cur.lastrowid)
 
-    def set_source_error(self, name: str, error: str | None) -> None:
-        self.db.execute("UPDATE sources SET error=? WHERE name=?", (error, name))
+    def set_source_error(self, name: str, error: str | None) -> bool:
+        """Records why a source could not be indexed; False when the source has no row yet."""
+        return self.db.execute("UPDATE sources SET error=? WHERE name=?",
+                               (error, name)).rowcount > 0
 
     def drop_sources_except(self, names: Iterable[str]) -> int:
         keep = list(names)

@@ -1,0 +1,222 @@
+"""The text and top-level statements of one corpus module, and the names each statement uses.
+
+A statement is the unit the generator copies: a class, a function, an assignment, or a whole
+guarded compound statement (``if``/``try``/``with``) together with everything inside it, so that
+guards such as ``if 'X' in os.environ:`` or ``try: ... except ImportError:`` are kept.
+Free names come from CPython's own ``symtable``, so scoping (LEGB, class bodies that do not
+enclose their methods, comprehensions, walrus, global/nonlocal, ...) is Python's verdict.
+"""
+
+from __future__ import annotations
+
+import ast
+import symtable
+from dataclasses import dataclass, field
+from functools import cached_property
+
+COMPREHENSIONS = frozenset({"listcomp", "setcomp", "dictcomp", "genexpr"})
+
+
+@dataclass(frozen=True)
+class TopStmt:
+    index: int
+    line: int  # first line, decorators included
+    end_line: int
+    kind: str  # class | function | assign | import | compound | other
+    binds: frozenset[str]
+    node: ast.stmt = field(compare=False, repr=False)
+
+
+@dataclass
+class StmtUses:
+    """Module-level names a statement needs: ``load`` while the module executes, ``lazy`` only
+    when a function in it runs; names inside string annotations are listed apart."""
+
+    load: set[str]
+    lazy: set[str]
+    assigned_global: set[str]
+    string_annotation_names: set[str]
+
+
+class ModuleSource:
+    def __init__(self, text: str, filename: str = "<module>") -> None:
+        self.text = text
+        self.filename = filename
+        self.lines = text.splitlines(keepends=True)
+        tree = ast.parse(text, filename=filename)
+        self.stmts: list[TopStmt] = []
+        self.binders: dict[str, list[int]] = {}
+        self.future: list[str] = []
+        for i, node in enumerate(tree.body):
+            decos = getattr(node, "decorator_list", [])
+            start = min([d.lineno for d in decos] + [node.lineno])
+            kind = _kind(node)
+            if isinstance(node, ast.ImportFrom) and node.module == "__future__":
+                self.future.extend(a.name for a in node.names)
+            binds = frozenset(_bound_names(node))
+            st = TopStmt(i, start, node.end_lineno or node.lineno, kind, binds, node)
+            self.stmts.append(st)
+            for n in binds:
+                self.binders.setdefault(n, []).append(i)
+        self._uses: dict[int, StmtUses] = {}
+
+    def stmt_text(self, st: TopStmt) -> str:
+        return "".join(self.lines[st.line - 1 : st.end_line])
+
+    @cached_property
+    def docstring_index(self) -> int | None:
+        if self.stmts and isinstance(self.stmts[0].node, ast.Expr) and isinstance(
+                getattr(self.stmts[0].node, "value", None), ast.Constant):
+            return 0
+        return None
+
+    def uses(self, st: TopStmt) -> StmtUses:
+        hit = self._uses.get(st.index)
+        if hit is None:
+            hit = self._uses[st.index] = compute_uses(self.stmt_text(st), st.node)
+        return hit
+
+
+def compute_uses(text: str, node: ast.stmt) -> StmtUses:
+    load: set[str] = set()
+    lazy: set[str] = set()
+    assigned_global: set[str] = set()
+    table = symtable.symtable(text, "<stmt>", "exec")
+
+    def visit(tab: symtable.SymbolTable, is_lazy: bool) -> None:
+        is_module = tab.get_type() == "module"
+        for sym in tab.get_symbols():
+            name = sym.get_name()
+            if is_module:
+                if sym.is_referenced():
+                    (lazy if is_lazy else load).add(name)
+            elif sym.is_global():
+                if sym.is_referenced():
+                    (lazy if is_lazy else load).add(name)
+                if sym.is_assigned():
+                    assigned_global.add(name)
+        for child in tab.get_children():
+            child_lazy = is_lazy or (child.get_type() == "function"
+                                     and child.get_name() not in COMPREHENSIONS)
+            visit(child, child_lazy)
+
+    visit(table, False)
+    strings: set[str] = set()
+    for sub in ast.walk(node):
+        ann = None
+        if isinstance(sub, ast.arg):
+            ann = sub.annotation
+        elif isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            ann = sub.returns
+        elif isinstance(sub, ast.AnnAssign):
+            ann = sub.annotation
+        if ann is not None:
+            for c in _annotation_strings(ann):
+                    try:
+                        expr = ast.parse(c.value, mode="eval")
+                    except SyntaxError:
+                        continue
+                    strings |= {n.id for n in ast.walk(expr) if isinstance(n, ast.Name)}
+    return StmtUses(load, lazy - load, assigned_global, strings)
+
+
+def _annotation_strings(ann: ast.expr):
+    """String constants in an annotation that are forward references (not ``Literal`` values)."""
+    stack = [ann]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, ast.Subscript) and (_dotted(n.value) or "").endswith("Literal"):
+            continue
+        if isinstance(n, ast.Constant) and isinstance(n.value, str):
+            yield n
+        stack.extend(ast.iter_child_nodes(n))
+
+
+def _dotted(node: ast.AST) -> str | None:
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+        return ".".join(reversed(parts))
+    return None
+
+
+def all_chains(node: ast.stmt, root: str) -> set[str]:
+    """Every dotted chain ``root.a.b...`` in the statement, each prefix included, so that the
+    resolver can find the longest prefix that names a definition."""
+    out: set[str] = set()
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Attribute):
+            d = _dotted(sub)
+            if d and d.split(".", 1)[0] == root:
+                out.add(d)
+    return out
+
+
+def _kind(node: ast.stmt) -> str:
+    if isinstance(node, ast.ClassDef):
+        return "class"
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return "function"
+    if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+        return "assign"
+    if isinstance(node, (ast.Import, ast.ImportFrom)):
+        return "import"
+    if isinstance(node, (ast.If, ast.Try, ast.With, ast.AsyncWith, ast.For, ast.While)) or \
+            type(node).__name__ == "TryStar":
+        return "compound"
+    return "other"
+
+
+def _bound_names(node: ast.stmt) -> list[str]:
+    """Names a module-level statement binds in the module namespace (not inside defs)."""
+    out: list[str] = []
+
+    def targets(t: ast.AST) -> None:
+        for n in ast.walk(t):
+            if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)):
+                out.append(n.id)
+
+    def walk(st: ast.stmt) -> None:
+        if isinstance(st, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            out.append(st.name)
+        elif isinstance(st, ast.Import):
+            out.extend(a.asname or a.name.split(".")[0] for a in st.names)
+        elif isinstance(st, ast.ImportFrom):
+            out.extend(a.asname or a.name for a in st.names if a.name != "*")
+        elif isinstance(st, ast.Assign):
+            for t in st.targets:
+                targets(t)
+        elif isinstance(st, (ast.AnnAssign, ast.AugAssign)):
+            targets(st.target)
+        elif isinstance(st, (ast.For, ast.AsyncFor)):
+            targets(st.target)
+            for s in st.body + st.orelse:
+                walk(s)
+        elif isinstance(st, (ast.With, ast.AsyncWith)):
+            for item in st.items:
+                if item.optional_vars is not None:
+                    targets(item.optional_vars)
+            for s in st.body:
+                walk(s)
+        elif isinstance(st, (ast.If, ast.While)):
+            for s in st.body + st.orelse:
+                walk(s)
+        elif isinstance(st, ast.Try) or type(st).__name__ == "TryStar":
+            for s in st.body + st.orelse + st.finalbody:  # type: ignore[attr-defined]
+                walk(s)
+            for h in st.handlers:  # type: ignore[attr-defined]
+                if h.name:
+                    out.append(h.name)
+                for s in h.body:
+                    walk(s)
+        elif isinstance(st, ast.Expr):
+            # the walrus binds in the module scope
+            for n in ast.walk(st):
+                if isinstance(n, ast.NamedExpr) and isinstance(n.target, ast.Name):
+                    out.append(n.target.id)
+
+    walk(node)
+    return list(dict.fromkeys(out))

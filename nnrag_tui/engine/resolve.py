@@ -1,0 +1,434 @@
+"""The resolver: a block's dependency closure, statement by statement.
+
+Starting from the block's class statement, every module-level name each included statement uses
+(``modsource`` gives CPython's own scoping verdict) is followed through that statement's own
+module: to statements of the same module, through imports to definitions in other corpus
+modules (``bindings``), to external imports (kept in their original form) or to builtins. Every
+edge records how it was resolved and its confidence; names that cannot be resolved are reported
+with where they occur. The result says which statements to copy, in which order, which
+externals to import and which names must be renamed to avoid clashes.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from nnrag_tui.engine.bindings import ModuleEntry, ModuleIndex, Target
+from nnrag_tui.engine.errors import ResolutionError
+from nnrag_tui.engine.facts import Block, ImportRecord
+from nnrag_tui.engine.modsource import ModuleSource, TopStmt, all_chains
+
+NodeId = tuple[tuple[str, str], int]  # ((source, module), statement index)
+BindKey = tuple  # ("def", (source, module), name) | ("ext", identity)
+
+
+@dataclass(frozen=True)
+class ExternalImport:
+    """One external import in original form: ``import module [as asname]`` or
+    ``from module import name [as asname]``."""
+
+    module: str
+    name: str | None
+    asname: str | None
+
+    @property
+    def bound(self) -> str:
+        if self.asname:
+            return self.asname
+        return self.name if self.name is not None else self.module.split(".")[0]
+
+    @property
+    def identity(self) -> str:
+        """What the bound name refers to; two imports with one identity bind the same object."""
+        if self.name is not None:
+            return f"{self.module}.{self.name}"
+        return self.module if self.asname else self.module.split(".")[0]
+
+    def with_bound(self, bound: str) -> ExternalImport:
+        default = self.name if self.name is not None else (
+            self.module if "." not in self.module else None)
+        if self.name is None and "." in self.module and self.asname is None:
+            # ``import a.b`` binds ``a``: renaming it needs ``import a as x``.
+            return ExternalImport(self.module.split(".")[0], None, bound)
+        return ExternalImport(self.module, self.name, None if bound == default else bound)
+
+    def text(self) -> str:
+        alias = f" as {self.asname}" if self.asname else ""
+        if self.name is None:
+            return f"import {self.module}{alias}"
+        return f"from {self.module} import {self.name}{alias}"
+
+
+@dataclass(frozen=True)
+class Dependency:
+    """One resolved (or unresolved) name use: an edge of the dependency graph."""
+
+    user: NodeId
+    name: str
+    kind: str  # definition | external | builtin | unresolved
+    target: str  # qualified name of the definition, the external import, or ""
+    how: str  # local | import | re-export | star | attribute | builtin | heuristic | guarded
+    confidence: float
+    load: bool  # needed while the module executes (orders definitions)
+    nodes: tuple[NodeId, ...] = ()
+    note: str = ""
+
+
+@dataclass
+class Closure:
+    block: Block
+    nodes: list[NodeId]  # in emission order
+    modules: dict[tuple[str, str], ModuleSource]
+    entries: dict[tuple[str, str], ModuleEntry]
+    deps: list[Dependency]
+    externals: dict[str, ExternalImport]  # identity -> import (with its final bound name)
+    out_names: dict[BindKey, str]
+    refs: dict[tuple[NodeId, str], BindKey]  # (statement, name used) -> binding
+    chains: dict[NodeId, dict[str, BindKey]]  # statement -> dotted chain -> binding
+    guarded_imports: dict[tuple[NodeId, int, str], BindKey | None]  # (stmt, line, bound)
+    unresolved: list[tuple[str, str]] = field(default_factory=list)  # (name, "module:line")
+    notes: list[str] = field(default_factory=list)  # ambiguous picks and other warnings
+    future: list[str] = field(default_factory=list)
+
+    def stmt(self, node: NodeId) -> TopStmt:
+        return self.modules[node[0]].stmts[node[1]]
+
+    @property
+    def target_name(self) -> str:
+        return self.block.qualname.split(".")[0]
+
+
+class Resolver:
+    def __init__(self, index: ModuleIndex, roots: dict[str, str]) -> None:
+        self.index = index
+        self.roots = roots
+        self._sources: dict[tuple[str, str], ModuleSource] = {}
+
+    def module_source(self, entry: ModuleEntry) -> ModuleSource:
+        ms = self._sources.get(entry.key)
+        if ms is None:
+            path = Path(self.roots[entry.source]) / entry.facts.relpath
+            try:
+                data = path.read_bytes()
+            except OSError as exc:
+                raise ResolutionError(f"cannot read {path}: {exc.strerror or exc}") from None
+            if hashlib.sha1(data).hexdigest() != entry.facts.sha1:
+                raise ResolutionError(
+                    f"{path} changed since it was indexed; run `nnrag index` again")
+            ms = ModuleSource(_decode(data), str(path))
+            self._sources[entry.key] = ms
+        return ms
+
+    def closure(self, block: Block) -> Closure:
+        entry = self.index.entries.get((block.source, block.module))
+        if entry is None:
+            raise ResolutionError(f"module {block.module} of {block.source} is not indexed")
+        return _ClosureBuilder(self, block, entry).build()
+
+
+class _ClosureBuilder:
+    def __init__(self, resolver: Resolver, block: Block, entry: ModuleEntry) -> None:
+        self.r = resolver
+        self.index = resolver.index
+        self.block = block
+        self.entry = entry
+        self.order: list[NodeId] = []  # discovery order
+        self.seen: set[NodeId] = set()
+        self.deps: list[Dependency] = []
+        self.refs: dict[tuple[NodeId, str], BindKey] = {}
+        self.chains: dict[NodeId, dict[str, BindKey]] = {}
+        self.guarded: dict[tuple[NodeId, int, str], BindKey | None] = {}
+        self.externals: dict[str, ExternalImport] = {}
+        self.bind_order: list[BindKey] = []
+        self.unresolved: list[tuple[str, str]] = []
+        self.notes: list[str] = []
+        self.modules: dict[tuple[str, str], ModuleSource] = {}
+        self.entries: dict[tuple[str, str], ModuleEntry] = {}
+
+    # -- graph -----------------------------------------------------------------------------
+    def ms(self, entry: ModuleEntry) -> ModuleSource:
+        ms = self.modules.get(entry.key)
+        if ms is None:
+            ms = self.modules[entry.key] = self.r.module_source(entry)
+            self.entries[entry.key] = entry
+        return ms
+
+    def add(self, entry: ModuleEntry, idx: int) -> NodeId:
+        node = (entry.key, idx)
+        if node not in self.seen:
+            self.seen.add(node)
+            self.order.append(node)
+            for name in self.ms(entry).stmts[idx].binds:
+                self._bind(("def", entry.key, name))
+        return node
+
+    def _bind(self, key: BindKey) -> None:
+        if key not in self.bind_order:
+            self.bind_order.append(key)
+
+    def binders(self, entry: ModuleEntry, name: str) -> list[int]:
+        ms = self.ms(entry)
+        return [i for i in ms.binders.get(name, []) if ms.stmts[i].kind != "import"]
+
+    def build(self) -> Closure:
+        top = self.block.qualname.split(".")[0]
+        starts = self.binders(self.entry, top)
+        if not starts:
+            raise ResolutionError(f"{self.block.key}: no statement defines {top!r}")
+        self._bind(("def", self.entry.key, top))
+        for i in starts:
+            self.add(self.entry, i)
+        pos = 0
+        while pos < len(self.order):
+            node = self.order[pos]
+            pos += 1
+            self.visit(node)
+        out_names = self.allocate_names()
+        nodes = self.emission_order()
+        future: list[str] = []
+        for key in {n[0] for n in nodes}:
+            for f in self.modules[key].future:
+                if f not in future:
+                    future.append(f)
+        return Closure(self.block, nodes, self.modules, self.entries, self.deps,
+                       self.externals, out_names, self.refs, self.chains, self.guarded,
+                       self.unresolved, self.notes, sorted(future))
+
+    def visit(self, node: NodeId) -> None:
+        entry = self.entries[node[0]]
+        ms = self.modules[node[0]]
+        st = ms.stmts[node[1]]
+        uses = ms.uses(st)
+        if st.kind == "compound":
+            self.visit_guarded_imports(node, entry, st)
+        names = [(n, True) for n in sorted(uses.load)] + [(n, False) for n in sorted(uses.lazy)]
+        names += [(n, False) for n in sorted(uses.string_annotation_names - uses.load - uses.lazy)]
+        for name, load in names:
+            self.resolve_name(node, entry, ms, st, name, load, uses.assigned_global)
+
+    def resolve_name(self, node: NodeId, entry: ModuleEntry, ms: ModuleSource, st: TopStmt,
+                     name: str, load: bool, assigned_global: set[str]) -> None:
+        others = [i for i in self.binders(entry, name) if i != st.index]
+        if others:
+            if load:
+                others = [i for i in others if i < st.index] or others
+            nodes = tuple(self.add(entry, i) for i in others)
+            self.refs[(node, name)] = ("def", entry.key, name)
+            self.deps.append(Dependency(node, name, "definition", f"{entry.module}.{name}",
+                                        "local", 1.0, load, nodes))
+            return
+        if name in st.binds:
+            # Only this statement binds it: a self-reference (recursion, a class naming itself).
+            self.refs[(node, name)] = ("def", entry.key, name)
+            return
+        t = self.index.lookup(entry, name)
+        self.follow(node, entry, st, name, t, load, assigned_global)
+
+    def follow(self, node: NodeId, entry: ModuleEntry, st: TopStmt, name: str, t: Target,
+               load: bool, assigned_global: set[str]) -> None:
+        if t.kind == "def" and t.entry is not None:
+            nodes = tuple(self.add(t.entry, i) for i in self.binders(t.entry, t.name))
+            key = ("def", t.entry.key, t.name)
+            self.refs[(node, name)] = key
+            self.note_ambiguity(entry, t)
+            self.deps.append(Dependency(node, name, "definition", t.qualified, t.how,
+                                        t.confidence, load, nodes, t.note))
+        elif t.kind == "module":
+            self.follow_module(node, entry, st, name, t, load)
+        elif t.kind == "external":
+            imp = self.external_import(entry, name, t)
+            self.refs[(node, name)] = ("ext", imp.identity)
+            self.deps.append(Dependency(node, name, "external", imp.text(), t.how,
+                                        t.confidence, load, (), t.note))
+        elif t.kind == "builtin":
+            return
+        else:
+            if name in assigned_global:
+                return
+            where = f"{entry.module}:{st.line}"
+            self.unresolved.append((name, where))
+            self.deps.append(Dependency(node, name, "unresolved", "", "none", 0.0, load, (),
+                                        t.note))
+
+    def follow_module(self, node: NodeId, entry: ModuleEntry, st: TopStmt, name: str,
+                      t: Target, load: bool) -> None:
+        """A name bound to a corpus module: each ``mod.X`` chain becomes a dependency on X and
+        is rewritten to X's name in the generated file."""
+        chains = sorted(all_chains(st.node, name), key=len)
+        done: set[str] = set()
+        found = False
+        for chain in chains:
+            if any(chain.startswith(d + ".") for d in done):
+                continue
+            ct = self.index.resolve_dotted(entry, chain)
+            if ct.kind == "def" and not ct.attr and ct.entry is not None:
+                nodes = tuple(self.add(ct.entry, i) for i in self.binders(ct.entry, ct.name))
+                key = ("def", ct.entry.key, ct.name)
+                self.chains.setdefault(node, {})[chain] = key
+                self.deps.append(Dependency(node, chain, "definition", ct.qualified,
+                                            "attribute", ct.confidence, load, nodes))
+                done.add(chain)
+                found = True
+            elif ct.kind == "external":
+                imp = ExternalImport(ct.name.rsplit(".", 1)[0], ct.name.rsplit(".", 1)[1], None)
+                self.externals.setdefault(imp.identity, imp)
+                self._bind(("ext", imp.identity))
+                self.chains.setdefault(node, {})[chain] = ("ext", imp.identity)
+                self.deps.append(Dependency(node, chain, "external", imp.text(), "attribute",
+                                            ct.confidence, load))
+                done.add(chain)
+                found = True
+        if not found:
+            where = f"{entry.module}:{st.line}"
+            self.unresolved.append((name, where))
+            self.deps.append(Dependency(node, name, "unresolved", t.qualified, "none", 0.0, load,
+                                        (), "a corpus module used as a value"))
+
+    def visit_guarded_imports(self, node: NodeId, entry: ModuleEntry, st: TopStmt) -> None:
+        """Imports inside a kept ``try``/``if``: corpus ones become dependencies (and are
+        rewritten to assignments), external ones stay as they are."""
+        for recs in entry.imports.values():
+            for rec in recs:
+                if not (st.line <= rec.line <= st.end_line):
+                    continue
+                t = self.index.follow_import(entry, rec)
+                if t.kind == "def" and t.entry is not None:
+                    nodes = tuple(self.add(t.entry, i) for i in self.binders(t.entry, t.name))
+                    key = ("def", t.entry.key, t.name)
+                    self.guarded[(node, rec.line, rec.bound)] = key
+                    self.deps.append(Dependency(node, rec.bound, "definition", t.qualified,
+                                                "guarded", t.confidence, True, nodes))
+                elif t.kind == "module" and t.entry is not None:
+                    self.guarded[(node, rec.line, rec.bound)] = None
+                    self.notes.append(f"{entry.module}:{rec.line}: guarded import of corpus "
+                                      f"module {t.name} dropped")
+
+    def external_import(self, entry: ModuleEntry, name: str, t: Target) -> ExternalImport:
+        recs = entry.imports.get(name)
+        imp: ExternalImport | None = None
+        if t.how == "import" and recs:
+            rec: ImportRecord = recs[0]
+            if rec.name is None:
+                imp = ExternalImport(rec.target, None, rec.asname)
+            elif rec.target:
+                imp = ExternalImport(rec.target, rec.name, rec.asname)
+        if imp is None:
+            mod, _, last = t.name.rpartition(".")
+            imp = ExternalImport(mod, last, None if last == name else name) if mod else \
+                ExternalImport(t.name, None, None)
+        prev = self.externals.get(imp.identity)
+        if prev is None:
+            self.externals[imp.identity] = imp
+        elif imp.name is None and prev.name is None and imp.module != prev.module and \
+                imp.asname is None and prev.asname is None:
+            # ``import torch`` and ``import torch.nn`` both bind torch: keep both lines
+            self.externals[f"{imp.module}#"] = imp
+        self._bind(("ext", imp.identity))
+        return imp
+
+    def note_ambiguity(self, entry: ModuleEntry, t: Target) -> None:
+        if t.entry is None:
+            return
+        cands = self.index.by_module.get(t.entry.module, [])
+        if len(cands) > 1 and t.entry.source != entry.source:
+            msg = (f"{t.entry.module} exists in {len(cands)} repositories "
+                   f"({', '.join(c.source for c in cands)}); took {t.entry.source} "
+                   f"by priority")
+            if msg not in self.notes:
+                self.notes.append(msg)
+
+    # -- naming and order ------------------------------------------------------------------
+    def allocate_names(self) -> dict[BindKey, str]:
+        taken: dict[str, BindKey] = {}
+        out: dict[BindKey, str] = {}
+        for key in self.bind_order:
+            if key[0] == "def":
+                want = key[2]
+                tail = key[1][1].rsplit(".", 1)[-1]
+            else:
+                imp = self.externals.get(key[1])
+                if imp is None:
+                    continue
+                want = imp.bound
+                tail = imp.module.split(".")[-1]
+            name = want
+            if name in taken and taken[name] != key:
+                name = f"{want}_{tail}".replace(".", "_")
+                k = 2
+                while name in taken:
+                    name = f"{want}_{tail}{k}"
+                    k += 1
+            taken[name] = key
+            out[key] = name
+        for ident, imp in list(self.externals.items()):
+            bound = out.get(("ext", imp.identity))
+            if bound is not None and bound != imp.bound:
+                self.externals[ident] = imp.with_bound(bound)
+        return out
+
+    def emission_order(self) -> list[NodeId]:
+        rank = {n: i for i, n in enumerate(self.order)}
+        mod_rank: dict[tuple[str, str], int] = {}
+        for n in reversed(self.order):
+            mod_rank[n[0]] = len(mod_rank)
+
+        def key(n: NodeId) -> tuple[int, int]:
+            return (mod_rank[n[0]], self.modules[n[0]].stmts[n[1]].line)
+
+        all_deps: dict[NodeId, set[NodeId]] = {n: set() for n in self.order}
+        load_deps: dict[NodeId, set[NodeId]] = {n: set() for n in self.order}
+        for d in self.deps:
+            for target in d.nodes:
+                if target == d.user:
+                    continue
+                all_deps[d.user].add(target)
+                if d.load:
+                    load_deps[d.user].add(target)
+        # statements of one module that bind the same name keep their upstream order
+        by_binding: dict[tuple, list[NodeId]] = {}
+        for n in self.order:
+            for name in self.modules[n[0]].stmts[n[1]].binds:
+                by_binding.setdefault((n[0], name), []).append(n)
+        for group in by_binding.values():
+            group.sort(key=lambda n: n[1])
+            for a, b in zip(group, group[1:]):
+                all_deps[b].add(a)
+                load_deps[b].add(a)
+        emitted: list[NodeId] = []
+        done: set[NodeId] = set()
+        remaining = set(self.order)
+        while remaining:
+            ready = [n for n in remaining if all_deps[n] <= done]
+            if not ready:
+                ready = [n for n in remaining if load_deps[n] <= done]
+            if not ready:
+                ready = list(remaining)
+                self.notes.append("circular load-time dependency; upstream order kept")
+            pick = min(ready, key=lambda n: (key(n), rank[n]))
+            emitted.append(pick)
+            done.add(pick)
+            remaining.discard(pick)
+        return emitted
+
+
+def _decode(data: bytes) -> str:
+    import io
+    import tokenize
+
+    try:
+        enc, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+        text = data.decode(enc)
+    except (SyntaxError, UnicodeDecodeError, LookupError):
+        text = data.decode("utf-8", "replace")
+    return text[1:] if text.startswith("\ufeff") else text
+
+
+def parse_ok(text: str) -> bool:
+    try:
+        ast.parse(text)
+        return True
+    except SyntaxError:
+        return False

@@ -1,0 +1,135 @@
+"""BlockDiscovery: which classes are blocks, and in which category."""
+
+from __future__ import annotations
+
+import pytest
+
+from helpers import fixture, module_index
+from nnrag_tui.engine.config import SymbolPatterns
+from nnrag_tui.engine.discovery import CATEGORIES, BlockDiscovery, external_is_module
+
+
+@pytest.fixture(scope="module")
+def blocks():
+    index = module_index({"zoo": fixture("discovery")})
+    found = [b for _, b in BlockDiscovery(index).discover()]
+    by_key = {b.key: b for b in found}
+    assert len(by_key) == len(found), "a block was listed twice"
+    return by_key
+
+
+def keys_in(blocks, module: str) -> set[str]:
+    return {k.split(":", 1)[1] for k in blocks if k.split(":", 1)[0] == module}
+
+
+def test_every_usual_spelling_of_nn_module(blocks):
+    assert keys_in(blocks, "zoo.torch_styles") >= {"ViaAlias", "ViaTorch", "ViaRenamed",
+                                                   "ViaName"}
+    assert "zoo.from_torch_import_nn:ViaFromTorch" in blocks
+    for key in ("zoo.torch_styles:ViaAlias", "zoo.torch_styles:ViaTorch",
+                "zoo.torch_styles:ViaRenamed", "zoo.from_torch_import_nn:ViaFromTorch"):
+        assert blocks[key].bases == ("torch.nn.Module",)
+
+
+def test_forward_inherited_from_torch_or_missing(blocks):
+    assert "zoo.torch_styles:ViaSequential" in blocks  # nn.Sequential has a forward
+    assert "zoo.torch_styles:ViaModuleList" not in blocks  # nn.ModuleList has none
+    assert "zoo.torch_styles:NoForward" not in blocks
+
+
+def test_inheritance_through_corpus_classes(blocks):
+    assert keys_in(blocks, "zoo.chain") == {"Base", "Derived", "GrandChild", "FromOtherModule",
+                                            "MixedIn"}
+    assert blocks["zoo.chain:Derived"].bases == ("zoo.chain.Base",)  # resolved, qualified
+    assert blocks["zoo.chain:FromOtherModule"].bases == ("zoo.torch_styles.ViaAlias",)
+    assert blocks["zoo.chain:MixedIn"].bases == ("zoo.chain.Mixin", "torch.nn.Module")
+
+
+def test_abstract_classes_are_not_blocks(blocks):
+    assert keys_in(blocks, "zoo.abstract") == {"ConcreteHead", "RealHead"}
+    # excluded: AbstractHead/AbstractBuild (abc.abstractmethod), StillAbstract (inherits an
+    # unimplemented abstract forward), RaisesHead (forward only raises NotImplementedError),
+    # InheritsRaising (inherits that forward)
+
+
+def test_same_named_classes_stay_distinct(blocks):
+    a, b = blocks["zoo.same_a:Head"], blocks["zoo.same_b:Head"]
+    assert a.name == b.name == "Head"
+    assert (a.full_name, b.full_name) == ("zoo.same_a.Head", "zoo.same_b.Head")
+    assert (a.relpath, b.relpath) == ("zoo/same_a.py", "zoo/same_b.py")
+
+
+def test_nested_classes(blocks):
+    assert keys_in(blocks, "zoo.nested") == {"Outer", "Outer.Inner"}
+    inner = blocks["zoo.nested:Outer.Inner"]
+    assert inner.name == "Inner" and inner.line == 5 and inner.end_line == 7
+
+
+def test_base_named_module_but_not_torch_is_not_a_block(blocks):
+    # a local `class Module`, a corpus module called `nn`, an alias of a corpus `Module`, and an
+    # unbound name: none of them is torch.nn.Module
+    assert keys_in(blocks, "zoo.impostors") == set()
+    assert keys_in(blocks, "zoo.nn") == set()
+
+
+def test_spans_cover_the_class(blocks):
+    b = blocks["zoo.categories:ConvBnAct"]
+    src = (fixture("discovery") / b.relpath).read_text().splitlines()
+    assert src[b.line - 1].startswith("class ConvBnAct(")
+    assert "return self.bn(self.conv(x))" in src[b.end_line - 1]
+
+
+@pytest.mark.parametrize("name,category,rule", [
+    ("FooAttention", "attention", "name:Attention"),
+    ("BarPool2d", "pooling", "name:Pool"),
+    ("LayerNorm2d", "normalization", "name:Norm"),
+    ("ConvBnAct", "convolution", "name:Conv"),
+    ("FocalLoss", "loss", "name:Loss"),
+    ("VisionTransformer", "architecture", "method:forward_features"),
+    ("Block", "transformer_block", "name:Block"),
+    ("Shrink", "pooling", "base:torch.nn.AvgPool2d"),  # from its torch base
+    ("Squash", "attention", "op:torch.softmax"),  # from the ops it calls
+    ("Identityish", "utility", "default"),  # defines softmax but never calls it
+])
+def test_categories(blocks, name, category, rule):
+    b = blocks[f"zoo.categories:{name}"]
+    assert (b.category, b.rule) == (category, rule)
+
+
+def test_every_category_is_one_of_the_papers(blocks):
+    assert {b.category for b in blocks.values()} <= set(CATEGORIES)
+
+
+def test_symbol_patterns_scope_the_blocks():
+    index = module_index({"zoo": fixture("discovery")})
+    pats = {"zoo": SymbolPatterns(include=("*Attention*", "zoo.chain:*"),
+                                  exclude=("*:GrandChild",))}
+    keys = {b.key for _, b in BlockDiscovery(index, pats).discover()}
+    assert keys == {"zoo.categories:FooAttention", "zoo.chain:Base", "zoo.chain:Derived",
+                    "zoo.chain:FromOtherModule", "zoo.chain:MixedIn"}
+
+
+def test_torch_nn_modules_as_a_corpus_source():
+    root = fixture("torch_corpus")
+    index = module_index({"torch": root / "torch_src", "user": root / "user_src"})
+    keys = {b.key for _, b in BlockDiscovery(index).discover()}
+    assert keys == {
+        "torch.nn.modules.linear:Identity",
+        "torch.nn.modules.container:Sequential",
+        "user.models:Plain",
+        "user.models:MyIdentity",  # through the corpus copy of torch's Identity
+    }
+
+
+@pytest.mark.parametrize("name,expected", [
+    ("torch.nn.Module", True),
+    ("torch.nn.Conv2d", True),
+    ("torch.nn.modules.conv._ConvNd", True),
+    ("torch.nn.functional.relu", False),
+    ("torch.nn.Parameter", False),
+    ("torch.nn.utils.parametrize.Foo", False),
+    ("numpy.Module", False),
+    ("torch.Tensor", False),
+])
+def test_external_torch_names(name, expected):
+    assert external_is_module(name) is expected

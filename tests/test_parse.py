@@ -1,0 +1,293 @@
+"""parse: one file in, plain data out. Imports in their original form, guards, symbols with
+exact spans, and every kind of unparseable file recorded with a reason (never an exception)."""
+
+from __future__ import annotations
+
+import pickle
+
+import pytest
+
+from helpers import fixture
+from nnrag_tui.engine.parse import module_name, parse_bytes, read_facts, resolve_relative
+
+PKG = fixture("parse_pkg")
+
+
+def facts_of(rel: str):
+    f = parse_bytes((PKG / rel).read_bytes(), rel)
+    assert f.ok, f.error
+    return f
+
+
+def imports_by_bound(facts):
+    out = {}
+    for imp in facts.imports:
+        out.setdefault(imp.bound, []).append(imp)
+    return out
+
+
+def sym(facts, qualname: str, kind: str | None = None):
+    found = [s for s in facts.symbols if s.qualname == qualname and (kind is None or
+                                                                     s.kind == kind)]
+    assert found, f"no symbol {qualname}"
+    return found[0]
+
+
+@pytest.fixture(scope="module")
+def mod():
+    return facts_of("pkg/sub/deep/mod.py")
+
+
+# -- module names and relative imports -----------------------------------------------------
+def test_module_names():
+    assert module_name("timm/layers/mlp.py") == ("timm.layers.mlp", False)
+    assert module_name("timm/layers/__init__.py") == ("timm.layers", True)
+    assert module_name("top.py") == ("top", False)
+
+
+@pytest.mark.parametrize("module,is_pkg,level,name,expected", [
+    ("pkg.sub.mod", False, 1, None, "pkg.sub"),
+    ("pkg.sub.mod", False, 1, "x", "pkg.sub.x"),
+    ("pkg.sub.mod", False, 2, "x", "pkg.x"),
+    ("pkg.sub", True, 1, "mlp", "pkg.sub.mlp"),  # from a package __init__: its own package
+    ("pkg.sub", True, 2, None, "pkg"),
+    ("pkg", True, 2, None, ""),  # above the top package
+    ("pkg.sub.mod", False, 5, "x", ""),
+    ("pkg.mod", False, 0, "os.path", "os.path"),
+])
+def test_resolve_relative(module, is_pkg, level, name, expected):
+    assert resolve_relative(module, is_pkg, level, name) == expected
+
+
+def test_relative_imports_at_every_level(mod):
+    imps = imports_by_bound(mod)
+    sibling = imps["sibling"][0]
+    assert (sibling.module, sibling.name, sibling.level, sibling.target) == (
+        "", "sibling", 1, "pkg.sub.deep")
+    assert imps["parent_thing"][0].target == "pkg.sub"
+    other = imps["other_thing"][0]
+    assert (other.module, other.name, other.asname, other.level, other.target) == (
+        "other", "thing", "other_thing", 2, "pkg.sub.other")
+    assert other.full_name() == "pkg.sub.other.thing"
+    assert imps["Mlp"][0].target == "pkg.layers" and imps["Mlp"][0].level == 3
+    assert imps["too_far"][0].target == ""  # climbs above the top package
+
+
+def test_relative_imports_from_package_init():
+    init = facts_of("pkg/layers/__init__.py")
+    assert init.module == "pkg.layers" and init.is_package
+    imps = imports_by_bound(init)
+    assert imps["Mlp"][0].target == "pkg.layers.mlp"
+    assert imps["deep"][0].target == "pkg.sub"  # `from ..sub import deep`
+    assert imps["h"][0].full_name() == "pkg.sub.deep.mod.helper"
+    top = facts_of("pkg/__init__.py")
+    assert imports_by_bound(top)["above_top"][0].target == ""
+
+
+def test_aliases_keep_original_form(mod):
+    imps = imports_by_bound(mod)
+    np_ = imps["np"][0]
+    assert (np_.module, np_.name, np_.asname, np_.full_name()) == ("numpy", None, "np", "numpy")
+    abc_mod = imps["abc_mod"][0]
+    assert abc_mod.full_name() == "a.b.c"  # import a.b.c as abc_mod binds the leaf module
+    os_ = imps["os"][0]
+    assert (os_.module, os_.full_name()) == ("os.path", "os")  # import os.path binds os
+    t = imps["T"][0]
+    assert (t.module, t.name, t.asname, t.full_name()) == ("torch", "Tensor", "T",
+                                                           "torch.Tensor")
+    assert imps["nn"][0].full_name() == "torch.nn"
+
+
+def test_star_import_recorded():
+    top = facts_of("pkg/__init__.py")
+    stars = [i for i in top.imports if i.is_star]
+    assert len(stars) == 1
+    assert (stars[0].target, stars[0].level, stars[0].module) == ("pkg.layers", 1, "layers")
+
+
+def test_all_literal_plus_equals_extend_append():
+    top = facts_of("pkg/__init__.py")
+    assert top.all_names == ("Renamed", "layers", "Mlp", "Extra", "More", "One")
+    assert facts_of("pkg/layers/mlp.py").all_names == ("Mlp",)  # a tuple literal
+    assert facts_of("pkg/layers/__init__.py").all_names is None  # no __all__ at all
+
+
+def test_all_that_is_not_a_literal_is_unknown():
+    f = parse_bytes(b"from .a import names\n__all__ = list(names)\n", "p/m.py")
+    assert f.ok and f.all_names is None
+
+
+# -- guards --------------------------------------------------------------------------------
+def test_try_except_importerror_guard(mod):
+    imps = imports_by_bound(mod)
+    g = imps["special"][0].guard
+    assert (g.kind, g.test) == ("try", "ImportError")
+    fallback = [s for s in mod.symbols if s.name == "special"]
+    assert [s.guard.kind for s in fallback] == ["except"]
+    has = [s.guard.kind for s in mod.symbols if s.name == "HAS_SCIPY"]
+    assert has == ["try", "except"]
+
+
+def test_type_checking_guard(mod):
+    seq = imports_by_bound(mod)["Sequence"][0]
+    assert seq.guard.kind == "type_checking"
+    alt = sym(mod, "Sequence", "assign")  # the else branch runs at runtime: a plain `if`
+    assert alt.guard.kind == "if" and alt.guard.test == "TYPE_CHECKING"
+
+
+def test_typing_dot_type_checking_is_recognised():
+    f = parse_bytes(b"import typing\nif typing.TYPE_CHECKING:\n    import torch\n", "m.py")
+    assert [i.guard.kind for i in f.imports if i.bound == "torch"] == ["type_checking"]
+
+
+def test_guarded_constants_keep_both_branches_and_the_test(mod):
+    limits = [s for s in mod.symbols if s.name == "LIMIT"]
+    assert [(s.line, s.guard.kind) for s in limits] == [(33, "if"), (35, "if")]
+    assert limits[0].guard.test == "sys.version_info >= (3, 9)"
+    assert limits[0].guard.line == 32 and limits[0].guard.end_line == 35
+    width = sym(mod, "WIDTH")
+    assert width.kind == "assign" and width.guard.kind == ""
+
+
+# -- classes and functions -----------------------------------------------------------------
+def test_nested_classes(mod):
+    outer = sym(mod, "Outer")
+    inner = sym(mod, "Outer.Inner")
+    deepest = sym(mod, "Outer.Inner.Deepest")
+    assert (inner.parent, deepest.parent) == ("Outer", "Outer.Inner")
+    assert inner.name == "Inner" and inner.bases == ("nn.Module",)
+    assert "forward" in inner.methods and "Inner" in outer.methods
+    assert outer.line == 49 and outer.end_line == 69
+    assert outer.doc == "Outer block."
+    assert outer.parent is None
+
+
+def test_decorators_are_inside_the_span(mod):
+    d = sym(mod, "Decorated")
+    assert d.decorators == ("register('decorated')", "torch.jit.interface")
+    assert (d.line, d.def_line, d.end_line) == (77, 79, 81)
+    f = sym(mod, "frozen")
+    assert f.kind == "function" and f.decorators == ("torch.no_grad()",)
+    assert (f.line, f.def_line) == (44, 45)
+    lines = (PKG / "pkg/sub/deep/mod.py").read_text().splitlines()
+    assert lines[d.line - 1].startswith("@register")
+    assert lines[d.end_line - 1].strip() == "return x"
+
+
+def test_abstract_methods_and_keywords(mod):
+    base = sym(mod, "Base")
+    assert set(base.abstract_methods) == {"build", "forward"}
+    assert base.bases == ("nn.Module", "ABC")
+    assert sym(mod, "Meta").keywords == ("metaclass=abc.ABCMeta",)
+    assert sym(mod, "Outer").abstract_methods == ()
+
+
+def test_forward_raising_not_implemented(mod):
+    assert sym(mod, "RaisesForward").forward_raises  # docstring + raise NotImplementedError(...)
+    assert sym(mod, "RaisesBare").forward_raises
+    assert not sym(mod, "RaisesSometimes").forward_raises
+    assert not sym(mod, "Outer").forward_raises
+
+
+def test_calls_are_calls_not_definitions(mod):
+    outer = sym(mod, "Outer")
+    assert "nn.functional.gelu" in outer.calls and "torch.relu" in outer.calls
+    assert "forward" not in outer.calls and "Inner" not in outer.calls
+
+
+def test_facts_pickle_for_the_process_pool(mod):
+    assert pickle.loads(pickle.dumps(mod)) == mod
+
+
+# -- files that cannot be indexed: a reason, never an exception ----------------------------
+def test_syntax_error_gives_line():
+    f = parse_bytes(b"import torch\n\nclass A(:\n    pass\n", "bad.py")
+    assert not f.ok
+    assert f.error.startswith("syntax error at line 3")
+    assert f.symbols == () and f.sha1
+
+
+def test_python2_file_fails_with_reason():
+    f = parse_bytes(b"print 'hello'\n", "py2.py")
+    assert not f.ok and "syntax error at line 1" in f.error
+
+
+def test_non_utf8_without_cookie_fails_with_reason():
+    f = parse_bytes(b"NAME = 'caf\xe9'\nclass A:\n    pass\n", "latin.py")
+    assert not f.ok
+    assert f.error.startswith("undecodable") and "utf-8" in f.error
+
+
+def test_latin1_with_coding_cookie_parses():
+    data = (b"# -*- coding: latin-1 -*-\nNAME = 'caf\xe9'\n\nclass Caf:\n"
+            b"    \"\"\"Caf\xe9 block.\"\"\"\n")
+    f = parse_bytes(data, "latin.py")
+    assert f.ok, f.error
+    assert sym(f, "Caf").doc == "Café block."
+    assert sym(f, "Caf").line == 4
+
+
+def test_utf8_bom_parses_with_correct_lines():
+    f = parse_bytes(b"\xef\xbb\xbfimport torch\n\nclass A(torch.nn.Module):\n    pass\n", "bom.py")
+    assert f.ok, f.error
+    assert sym(f, "A").line == 3
+    assert f.imports[0].bound == "torch"
+
+
+def test_nul_bytes_are_binary():
+    f = parse_bytes(b"x = 1\n\0\0\0", "blob.py")
+    assert not f.ok and "NUL" in f.error
+
+
+def test_crlf_line_endings():
+    f = parse_bytes(b"x = 1\r\n\r\nclass B:\r\n    pass\r\n", "crlf.py")
+    assert f.ok and sym(f, "B").line == 3 and f.lines == 4
+
+
+def test_empty_file():
+    f = parse_bytes(b"", "pkg/__init__.py")
+    assert f.ok and f.symbols == () and f.is_package and f.lines == 0
+
+
+def test_oversize_file_is_not_read(tmp_path):
+    (tmp_path / "big.py").write_text("x = 1\n" * 1000)
+    facts, mtime = read_facts(str(tmp_path), "big.py", max_bytes=1000)
+    assert not facts.ok and facts.error.startswith("too large")
+    assert mtime > 0
+
+
+def test_unreadable_file(tmp_path):
+    facts, _ = read_facts(str(tmp_path), "missing.py", max_bytes=1000)
+    assert not facts.ok and facts.error.startswith("unreadable")
+
+
+def test_read_facts_skips_identical_bytes(tmp_path):
+    (tmp_path / "m.py").write_text("class A:\n    pass\n")
+    first, _ = read_facts(str(tmp_path), "m.py", 10_000)
+    again, _ = read_facts(str(tmp_path), "m.py", 10_000, expected_sha1=first.sha1)
+    assert again is None
+    changed, _ = read_facts(str(tmp_path), "m.py", 10_000, expected_sha1="0" * 40)
+    assert changed == first
+
+
+@pytest.mark.parametrize("data", [
+    b"x = " + b"(" * 10000 + b"1" + b")" * 10000 + b"\n",
+    b"x = " + b"[" * 10000 + b"]" * 10000 + b"\n",
+    b"x = " + b"+".join([b"1"] * 100000) + b"\n",
+    b"class A(" + b".".join([b"a"] * 50000) + b"):\n    pass\n",
+    b"@" + b"+".join([b"d"] * 50000) + b"\nclass A:\n    pass\n",
+    b"f = " + b"lambda: " * 5000 + b"1\n",
+    b"".join(b" " * i + b"if x:\n" for i in range(150)) + b" " * 150 + b"pass\n",
+], ids=["parens", "brackets", "binop-chain", "attribute-chain", "decorator", "lambdas",
+        "indentation"])
+def test_pathological_nesting_fails_cleanly(data):
+    f = parse_bytes(data, "deep.py")
+    assert not f.ok
+    assert "nested" in f.error or "syntax error" in f.error
+
+
+def test_deep_but_legal_class_nesting_is_parsed():
+    src = "".join("    " * i + f"class C{i}:\n" for i in range(60)) + "    " * 60 + "pass\n"
+    f = parse_bytes(src.encode(), "nest.py")
+    assert f.ok
+    assert len([s for s in f.symbols if s.kind == "class"]) == 60
