@@ -36,9 +36,9 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
-from nnrag_tui.engine.config import CorpusConfig, parse_config  # noqa: E402
-from nnrag_tui.engine.extractor import INDEX_FILE, BlockExtractor  # noqa: E402
-from nnrag_tui.engine.facts import IndexReport  # noqa: E402
+from nnrag_tui.engine.config import CorpusConfig, parse_config
+from nnrag_tui.engine.extractor import INDEX_FILE, BlockExtractor
+from nnrag_tui.engine.facts import IndexReport
 
 CORPORA = ("timm", "torchvision")
 CHANGED_FILE = "timm/layers/mlp.py"  # relative to the timm corpus directory
@@ -77,15 +77,15 @@ def index_digest(db_path: Path) -> str:
     key = ("(SELECT s.name || ':' || f.relpath FROM files f JOIN sources s ON s.id=f.source_id"
            " WHERE f.id=t.file_id)")
     queries = [
-        "SELECT s.name, f.relpath, f.module, f.is_package, f.sha1, f.size, f.mtime_ns, f.lines,"
-        " f.all_names, f.error FROM files f JOIN sources s ON s.id=f.source_id",
-        f"SELECT {key}, name, qualname, kind, line, end_line, col, end_col, def_line, bases,"
-        " keywords, decorators, methods, abstract_methods, forward_raises, calls, doc, guard,"
-        " parent FROM symbols t",
-        f"SELECT {key}, bound, module, name, asname, level, target, line, end_line, guard"
-        " FROM imports t",
-        f"SELECT {key}, source, module, qualname, name, relpath, line, end_line, category,"
-        " rule, bases, doc, guard FROM blocks t",
+        ("SELECT s.name, f.relpath, f.module, f.is_package, f.sha1, f.size, f.mtime_ns,"
+         " f.lines, f.all_names, f.error FROM files f JOIN sources s ON s.id=f.source_id"),
+        (f"SELECT {key}, name, qualname, kind, line, end_line, col, end_col, def_line, bases,"
+         " keywords, decorators, methods, abstract_methods, forward_raises, calls, doc, guard,"
+         " parent FROM symbols t"),
+        (f"SELECT {key}, bound, module, name, asname, level, target, line, end_line, guard"
+         " FROM imports t"),
+        (f"SELECT {key}, source, module, qualname, name, relpath, line, end_line, category,"
+         " rule, bases, doc, guard FROM blocks t"),
     ]
     h = hashlib.sha1()
     try:

@@ -10,8 +10,8 @@ import os
 import shutil
 import sqlite3
 import subprocess
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Iterable, Iterator
 
 from nnrag_tui.engine.bindings import ModuleEntry, ModuleIndex
 from nnrag_tui.engine.config import CorpusConfig, parse_config

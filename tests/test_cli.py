@@ -11,8 +11,8 @@ from importlib import metadata
 from pathlib import Path
 
 import pytest
-
 from helpers import ROOT, fixture, git_env, make_bare_repo, write_config
+
 from nnrag_tui.cli import main
 
 
@@ -25,7 +25,7 @@ def nnrag(capsys, *argv: str) -> tuple[int, str, str]:
 def run_module(*argv: str, env: dict | None = None) -> subprocess.CompletedProcess:
     """`python -m nnrag_tui ...` in a fresh interpreter, as a user would run it."""
     return subprocess.run([sys.executable, "-m", "nnrag_tui", *argv], capture_output=True,
-                          text=True, cwd=ROOT, env=env, timeout=120)
+                          text=True, cwd=ROOT, env=env, timeout=120, check=False)
 
 
 @pytest.fixture

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
 from helpers import fixture, module_index
+
 from nnrag_tui.engine.config import SymbolPatterns
 from nnrag_tui.engine.discovery import CATEGORIES, BlockDiscovery, external_is_module
 

@@ -7,8 +7,8 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-
 from helpers import block_keys, bump_mtime, copy_fixture, dump_index, path_config, write_tree
+
 from nnrag_tui.engine.extractor import INDEX_FILE, BlockExtractor
 from nnrag_tui.engine.indexer import POOL_THRESHOLD, Cancelled
 from nnrag_tui.engine.store import SCHEMA_VERSION, FileIndexStore

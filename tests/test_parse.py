@@ -6,8 +6,8 @@ from __future__ import annotations
 import pickle
 
 import pytest
-
 from helpers import fixture
+
 from nnrag_tui.engine.parse import module_name, parse_bytes, read_facts, resolve_relative
 
 PKG = fixture("parse_pkg")

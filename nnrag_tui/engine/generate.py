@@ -8,6 +8,7 @@ each copied byte for byte from upstream apart from the rewrites the header lists
 
 from __future__ import annotations
 
+import ast
 import sys
 from dataclasses import dataclass, field
 
@@ -57,8 +58,11 @@ def generate(closure: Closure, sources: dict[str, dict]) -> GeneratedBlock:
     block = closure.block
     definitions: list[Definition] = []
     bodies: list[str] = []
+    refs_by_node: dict[NodeId, list[tuple[str, tuple]]] = {}
+    for (user, name), key in closure.refs.items():
+        refs_by_node.setdefault(user, []).append((name, key))
     for node in closure.nodes:
-        text, log = _statement_text(closure, node)
+        text, log = _statement_text(closure, node, refs_by_node.get(node, []))
         st = closure.stmt(node)
         entry = closure.entries[node[0]]
         definitions.append(Definition(entry.source, entry.module, entry.facts.relpath, st.line,
@@ -77,9 +81,8 @@ def generate(closure: Closure, sources: dict[str, dict]) -> GeneratedBlock:
     parts = [header, imports] if imports else [header]
     code = "\n".join(parts) + "\n\n" + "\n\n".join(bodies) + "\n\n" + "".join(tail)
     ms = closure.modules[(block.source, block.module)]
-    import ast
-
-    cls = find_class(ast.parse(ms.text), block.qualname)
+    cls = find_class(ast.Module(body=[s.node for s in ms.stmts], type_ignores=[]),
+                     block.qualname)
     spec = build_spec(
         cls, name=exported, qualname=block.full_name, category=block.category,
         bases=list(block.bases),
@@ -97,7 +100,8 @@ def generate(closure: Closure, sources: dict[str, dict]) -> GeneratedBlock:
                           list(closure.unresolved), list(closure.notes))
 
 
-def _statement_text(closure: Closure, node: NodeId) -> tuple[str, list[str]]:
+def _statement_text(closure: Closure, node: NodeId,
+                    refs: list[tuple[str, tuple]]) -> tuple[str, list[str]]:
     ms = closure.modules[node[0]]
     st = ms.stmts[node[1]]
     text = ms.stmt_text(st)
@@ -106,11 +110,10 @@ def _statement_text(closure: Closure, node: NodeId) -> tuple[str, list[str]]:
         out = closure.out_names.get(("def", node[0], name))
         if out and out != name:
             renames[name] = out
-    for (user, name), key in closure.refs.items():
-        if user == node:
-            out = closure.out_names.get(key)
-            if out and out != name:
-                renames[name] = out
+    for name, key in refs:
+        out = closure.out_names.get(key)
+        if out and out != name:
+            renames[name] = out
     chains = {c: closure.out_names[k] for c, k in closure.chains.get(node, {}).items()
               if k in closure.out_names}
     guarded = {}
