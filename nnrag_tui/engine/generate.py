@@ -159,10 +159,14 @@ def _header(closure: Closure, definitions: list[Definition], sources: dict[str, 
         info = sources.get(name, {})
         at = info.get("commit") or info.get("version") or "unversioned"
         out.append(f"# source: {name} {info.get('origin', '')} @ {at}")
-    out.append("# definitions:")
-    for d in sorted(definitions, key=lambda d: (d.source, d.relpath, d.line)):
-        out.append(f"#   {d.relpath}:{d.line}-{d.end_line} {','.join(d.names) or '-'}"
-                   f" (sha1 {d.sha1[:12]})")
+    out.append("# definitions (path, sha1: first-last line name):")
+    by_file: dict[tuple[str, str, str], list[Definition]] = {}
+    for d in definitions:
+        by_file.setdefault((d.source, d.relpath, d.sha1), []).append(d)
+    for (_, relpath, sha1), defs in sorted(by_file.items()):
+        items = [f"{d.line}-{d.end_line} {','.join(d.names) or '-'}"
+                 for d in sorted(defs, key=lambda d: d.line)]
+        out.extend(_wrap(f"#   {relpath}, {sha1[:12]}: ", items))
     rewrites = [f"{d.relpath}:{d.line}: {r}" for d in definitions for r in d.rewrites]
     if rewrites:
         out.append("# rewrites:")
@@ -172,6 +176,18 @@ def _header(closure: Closure, definitions: list[Definition], sources: dict[str, 
     for note in closure.notes:
         out.append(f"# note: {note}")
     return "\n".join(out) + "\n"
+
+
+def _wrap(prefix: str, items: list[str], width: int = 99) -> list[str]:
+    lines, cur = [], prefix
+    for i, item in enumerate(items):
+        piece = item + (", " if i < len(items) - 1 else "")
+        if len(cur) + len(piece) > width and cur.strip("# ") and cur != prefix:
+            lines.append(cur.rstrip())
+            cur = "#     "
+        cur += piece
+    lines.append(cur.rstrip())
+    return lines
 
 
 def _unique_deps(closure: Closure):

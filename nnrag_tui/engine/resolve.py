@@ -21,6 +21,7 @@ from nnrag_tui.engine.errors import ResolutionError
 from nnrag_tui.engine.facts import Block, ImportRecord
 from nnrag_tui.engine.modsource import ModuleSource, TopStmt, all_chains
 
+ALWAYS_EXTERNAL = frozenset({"torch"})
 NodeId = tuple[tuple[str, str], int]  # ((source, module), statement index)
 BindKey = tuple  # ("def", (source, module), name) | ("ext", identity)
 
@@ -102,10 +103,16 @@ class Closure:
 
 
 class Resolver:
-    def __init__(self, index: ModuleIndex, roots: dict[str, str]) -> None:
+    def __init__(self, index: ModuleIndex, roots: dict[str, str],
+                 external_packages: frozenset[str] = ALWAYS_EXTERNAL) -> None:
         self.index = index
         self.roots = roots
+        self.external_packages = external_packages
         self._sources: dict[tuple[str, str], ModuleSource] = {}
+
+    def is_external(self, module: str) -> bool:
+        """torch is always imported, also when its own source is the corpus."""
+        return module.split(".", 1)[0] in self.external_packages
 
     def module_source(self, entry: ModuleEntry) -> ModuleSource:
         ms = self._sources.get(entry.key)
@@ -212,6 +219,11 @@ class _ClosureBuilder:
     def resolve_name(self, node: NodeId, entry: ModuleEntry, ms: ModuleSource, st: TopStmt,
                      name: str, load: bool, assigned_global: set[str]) -> None:
         others = [i for i in self.binders(entry, name) if i != st.index]
+        if others and self.r.is_external(entry.module):
+            # torch's own source as the corpus: everything but the target stays an import
+            t = Target("def", name, entry, how="local")
+            self.follow(node, entry, st, name, t, load, assigned_global)
+            return
         if others:
             if load:
                 others = [i for i in others if i < st.index] or others
@@ -229,6 +241,9 @@ class _ClosureBuilder:
 
     def follow(self, node: NodeId, entry: ModuleEntry, st: TopStmt, name: str, t: Target,
                load: bool, assigned_global: set[str]) -> None:
+        if t.kind == "def" and t.entry is not None and self.r.is_external(t.entry.module):
+            t = Target("external", f"{t.entry.module}.{t.name}", how=t.how,
+                       confidence=t.confidence, note="torch is always imported, never inlined")
         if t.kind == "def" and t.entry is not None:
             nodes = tuple(self.add(t.entry, i) for i in self.binders(t.entry, t.name))
             key = ("def", t.entry.key, t.name)
@@ -236,6 +251,10 @@ class _ClosureBuilder:
             self.note_ambiguity(entry, t)
             self.deps.append(Dependency(node, name, "definition", t.qualified, t.how,
                                         t.confidence, load, nodes, t.note))
+        elif t.kind == "module" and self.r.is_external(t.name):
+            imp = self.external_import(entry, name, Target("external", t.name, how="import"))
+            self.refs[(node, name)] = ("ext", imp.identity)
+            self.deps.append(Dependency(node, name, "external", imp.text(), "import", 1.0, load))
         elif t.kind == "module":
             self.follow_module(node, entry, st, name, t, load)
         elif t.kind == "external":
@@ -282,10 +301,17 @@ class _ClosureBuilder:
                 done.add(chain)
                 found = True
         if not found:
-            where = f"{entry.module}:{st.line}"
-            self.unresolved.append((name, where))
-            self.deps.append(Dependency(node, name, "unresolved", t.qualified, "none", 0.0, load,
-                                        (), "a corpus module used as a value"))
+            # A corpus module used as a value (``inspect.getmembers(torchvision.ops)``) cannot
+            # be inlined: keep its import, and say the file needs that package installed.
+            ext = Target("external", t.name, how="module-object", confidence=0.5)
+            imp = self.external_import(entry, name, ext)
+            self.refs[(node, name)] = ("ext", imp.identity)
+            note = (f"{entry.module}:{st.line}: corpus module {t.name} is used as a value; "
+                    f"kept `{imp.text()}`, so the file needs {t.name.split('.')[0]} installed")
+            if note not in self.notes:
+                self.notes.append(note)
+            self.deps.append(Dependency(node, name, "external", imp.text(), "module-object",
+                                        0.5, load, (), note))
 
     def visit_guarded_imports(self, node: NodeId, entry: ModuleEntry, st: TopStmt) -> None:
         """Imports inside a kept ``try``/``if``: corpus ones become dependencies (and are
@@ -309,7 +335,7 @@ class _ClosureBuilder:
     def external_import(self, entry: ModuleEntry, name: str, t: Target) -> ExternalImport:
         recs = entry.imports.get(name)
         imp: ExternalImport | None = None
-        if t.how == "import" and recs:
+        if t.how in ("import", "module-object") and recs:
             rec: ImportRecord = recs[0]
             if rec.name is None:
                 imp = ExternalImport(rec.target, None, rec.asname)

@@ -169,6 +169,8 @@ def iter_files(snap: Snapshot, src: SourceConfig) -> Iterator[tuple[str, os.stat
 def _git_head(path: Path) -> str | None:
     """The commit of a local directory that is a git work tree, read without running git."""
     p = path.resolve()
+    if {"site-packages", "dist-packages"} & set(p.parts):
+        return None  # an installed package, even if some parent happens to be a git checkout
     for d in (p, *p.parents):
         head = d / ".git" / "HEAD"
         if head.is_file():
