@@ -219,7 +219,8 @@ class _ClosureBuilder:
     def resolve_name(self, node: NodeId, entry: ModuleEntry, ms: ModuleSource, st: TopStmt,
                      name: str, load: bool, assigned_global: set[str]) -> None:
         others = [i for i in self.binders(entry, name) if i != st.index]
-        if others and self.r.is_external(entry.module):
+        if others and self.r.is_external(entry.module) and all(
+                ms.stmts[i].kind != "compound" for i in others):
             # torch's own source as the corpus: everything but the target stays an import
             t = Target("def", name, entry, how="local")
             self.follow(node, entry, st, name, t, load, assigned_global)

@@ -1,0 +1,131 @@
+"""Several repositories at once: every definition comes from where the using module's own
+imports lead, never from another repository that merely has the same name."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from nnrag_tui.engine.config import parse_config
+from nnrag_tui.engine.extractor import BlockExtractor
+
+LAYERS = '''
+import torch.nn as nn
+
+SCALE = {scale}
+
+
+def helper(x):
+    return x * SCALE
+
+
+class Mlp(nn.Module):
+    """Mlp of {repo}."""
+
+    def forward(self, x):
+        return helper(x) + {offset}
+'''
+
+BLOCKS = '''
+import torch.nn as nn
+
+from .layers import Mlp
+from {pkg} import layers as L
+
+
+class Block(nn.Module):
+    """Block of {repo}."""
+
+    def __init__(self):
+        super().__init__()
+        self.mlp = Mlp()
+        self.other = L.Mlp()
+
+    def forward(self, x):
+        return self.mlp(x) + self.other(x)
+'''
+
+
+def _repo(root: Path, repo: str, pkg: str, scale: int, offset: int) -> Path:
+    d = root / repo / pkg
+    d.mkdir(parents=True)
+    (d / "__init__.py").write_text("")
+    (d / "layers.py").write_text(textwrap.dedent(LAYERS.format(scale=scale, offset=offset,
+                                                               repo=repo)))
+    (d / "blocks.py").write_text(textwrap.dedent(BLOCKS.format(pkg=pkg, repo=repo)))
+    return root / repo
+
+
+@pytest.fixture()
+def five_repos(tmp_path):
+    # Five repositories; three of them are forks that share the package name `shared`, two
+    # have packages of their own. Every one defines `Mlp`, `helper`, `SCALE` and `Block`.
+    specs = [("alpha", "shared", 2, 1, 3), ("beta", "shared", 3, 10, 1),
+             ("gamma", "shared", 5, 100, 2), ("delta", "deltapkg", 7, 1000, 4),
+             ("epsilon", "epspkg", 11, 10000, 5)]
+    cfg = {}
+    for repo, pkg, scale, offset, prio in specs:
+        cfg[repo] = {"path": str(_repo(tmp_path / "repos", repo, pkg, scale, offset)),
+                     "priority": prio}
+    ex = BlockExtractor(parse_config(cfg), cache_dir=tmp_path / "cache",
+                        data_dir=tmp_path / "data")
+    ex.index()
+    yield ex, {s[0]: s for s in specs}
+    ex.close()
+
+
+def test_each_block_takes_its_dependencies_from_its_own_repository(five_repos, tmp_path):
+    torch = pytest.importorskip("torch")
+    ex, specs = five_repos
+    blocks = [b for b in ex.blocks() if b.name == "Block"]
+    assert sorted(b.source for b in blocks) == sorted(specs)
+    for b in blocks:
+        res = ex.extract_single_block(b.key) if b.source not in ("alpha", "beta", "gamma") \
+            else _extract_from(ex, b)
+        assert res.ok, res.error
+        code = res.generated.code
+        repo, pkg, scale, offset, _ = specs[b.source]
+        # every inlined definition comes from the block's own repository
+        assert {d.source for d in res.generated.definitions} == {b.source}
+        assert f"Mlp of {repo}." in code and f"Block of {repo}." in code
+        assert f"SCALE = {scale}\n" in code
+        for other in specs:
+            if other != repo:
+                assert f"of {other}." not in code
+        # and it behaves like that repository's code
+        ns: dict = {}
+        exec(compile(code, f"<{repo}>", "exec"), ns)
+        x = torch.ones(2)
+        out = ns["Block"]()(x)
+        assert torch.equal(out, 2 * (x * scale + offset))
+
+
+def _extract_from(ex, block):
+    """Forks share module names, so the explicit ``module:Name`` selector is ambiguous across
+    them; the resolver is handed the exact block instead."""
+    from nnrag_tui.engine.extractor import Extraction
+    from nnrag_tui.engine.generate import generate
+
+    closure = ex.resolver().closure(block)
+    return Extraction(block.key, block, generate(closure, ex.store.source_roots()))
+
+
+def test_bare_name_picks_by_priority_and_says_so(five_repos):
+    ex, specs = five_repos
+    res = ex.extract_single_block("Block")
+    assert res.ok
+    assert res.block.source == "beta"  # priority 1
+    assert any("5 blocks are named 'Block'" in n and "took" in n for n in res.notes)
+    report = res.report()
+    assert report["repo"] == "beta" and report["notes"]
+    json.dumps(report)
+
+
+def test_explicit_selector_picks_one(five_repos):
+    ex, _ = five_repos
+    res = ex.extract_single_block("deltapkg.blocks:Block")
+    assert res.ok and res.block.source == "delta"
+    assert "Mlp of delta." in res.generated.code
