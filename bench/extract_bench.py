@@ -75,7 +75,16 @@ def run(names: list[str], ex: BlockExtractor, outdir: Path) -> dict:
     stars = 0
     rewritten_defs = 0
     total_defs = 0
+    roots = {k: Path(v["root"]) for k, v in ex.store.source_roots().items()}
+    identical = mismatched = 0
     for r in ok:
+        for d in r.generated.definitions:
+            upstream = "".join((roots[d.source] / d.relpath).read_text(encoding="utf-8")
+                               .splitlines(keepends=True)[d.line - 1:d.end_line]).rstrip()
+            if upstream in r.generated.code:
+                identical += 1
+            elif not d.rewrites:
+                mismatched += 1  # changed without a listed rewrite: must never happen
         msgs = undefined_names(r.generated.code, r.paths[0])
         if msgs:
             undefined[r.requested] = msgs
@@ -105,6 +114,8 @@ def run(names: list[str], ex: BlockExtractor, outdir: Path) -> dict:
         "star_imports": stars,
         "definitions": total_defs,
         "definitions_rewritten": rewritten_defs,
+        "definitions_identical": identical,
+        "definitions_changed_unlisted": mismatched,
         "lines_median": statistics.median(lines) if lines else 0,
         "lines_max": max(lines, default=0),
         "extract_ms_median": 1000 * statistics.median(times),
@@ -152,7 +163,9 @@ def main() -> None:
         print(f"produced {r['produced']}/{r['blocks']}, imported {r['imported']}, "
               f"undefined-name files {r['files_with_undefined_names']}, star imports "
               f"{r['star_imports']}, definitions {r['definitions']} "
-              f"({r['definitions_rewritten']} with listed rewrites), lines median "
+              f"({r['definitions_identical']} byte-identical, {r['definitions_rewritten']} with "
+              f"listed rewrites, {r['definitions_changed_unlisted']} changed unlisted), "
+              f"lines median "
               f"{r['lines_median']} max {r['lines_max']}, extract median "
               f"{r['extract_ms_median']:.1f} ms p90 {r['extract_ms_p90']:.1f} ms, total "
               f"{r['extract_s_total']:.1f} s")
