@@ -138,7 +138,8 @@ class BlockExtractor:
         except (NnragError, SyntaxError, RecursionError, ValueError) as exc:
             return Extraction(name, block, None, error=f"{type(exc).__name__}: {exc}",
                               notes=notes)
-        result = Extraction(name, block, gen, notes=notes + gen.notes)
+        result = Extraction(name, block, gen, notes=notes + gen.notes,
+                            sources=self.store.source_roots())
         if out_dir is not None:
             result.write(Path(out_dir))
         return result
@@ -200,6 +201,7 @@ class Extraction:
     error: str | None = None
     notes: list[str] = field(default_factory=list)
     paths: list[str] = field(default_factory=list)
+    sources: dict = field(default_factory=dict)  # source name -> root, origin, commit, ...
 
     @property
     def ok(self) -> bool:
