@@ -7,8 +7,9 @@ import sys
 import threading
 import time
 import warnings
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Callable, ClassVar, Iterable
+from typing import ClassVar
 
 from textual import work
 from textual.app import App, SystemCommand
@@ -46,6 +47,17 @@ class _Throttle:
         self.post(p)
 
 
+def start_resource_tracker() -> None:
+    """Starts multiprocessing's resource tracker now, while ``sys.stderr`` is the real one.
+
+    The engine parses in a process pool (forkserver, as the app has threads). Starting a pool
+    starts the tracker, which hands ``sys.stderr.fileno()`` to its child; inside a running
+    Textual app that is -1 and the pool dies with "bad value(s) in fds_to_keep"."""
+    from multiprocessing import resource_tracker
+
+    resource_tracker.ensure_running()
+
+
 def summary(report: IndexReport) -> str:
     text = (f"{report.blocks:,} blocks · {report.files:,} files: {report.parsed:,} parsed, "
             f"{report.cached:,} unchanged")
@@ -57,7 +69,7 @@ def summary(report: IndexReport) -> str:
 
 
 class NnragApp(App[int]):
-    CSS_PATH = "app.tcss"
+    CSS_PATH = Path(__file__).with_name("app.tcss")  # absolute, so subclasses elsewhere work
     TITLE = "nnrag"
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -82,22 +94,26 @@ class NnragApp(App[int]):
         self.library = LibraryScreen([s.name for s in self.extractor.config.sources])
         self.corpus = Corpus()
         self.indexing = False
+        self.cancelling = False
         self._run = 0
         self._index_worker: Worker[None] | None = None
         self._engine_lock = threading.Lock()  # one thread at a time uses the extractor
+        start_resource_tracker()
 
     def get_default_screen(self) -> Screen:
         return self.library
 
     def on_ready(self) -> None:
         for text in self.notices:
-            self.notify(text, title="Configuration", severity="warning", timeout=10)
+            self.notify(text, title="Configuration", severity="warning", timeout=10,
+                        markup=False)
         self.start_index(show_cached=True)
 
     # -- indexing --------------------------------------------------------------------------
     def start_index(self, policy: str = "missing", show_cached: bool = False) -> None:
         self._run += 1
         self.indexing = True
+        self.cancelling = False
         self.refresh_bindings()
         self.library.status.show_progress(Progress("fetch", "", 0, 0, "starting…"))
         self._index_worker = self._index(self._run, policy, show_cached)
@@ -140,7 +156,7 @@ class NnragApp(App[int]):
         return Corpus(tuple(ex.blocks()), tuple(ex.sources()), ex.store.source_roots())
 
     def on_index_progress(self, message: IndexProgress) -> None:
-        if message.run == self._run and self.indexing:
+        if message.run == self._run and self.indexing and not self.cancelling:
             self.library.status.show_progress(message.progress)
 
     def on_corpus_loaded(self, message: CorpusLoaded) -> None:
@@ -165,7 +181,7 @@ class NnragApp(App[int]):
         for s in failed:
             self.notify(s["error"], title=f"{s['name']}: not indexed",
                         severity="error" if len(failed) == len(report.sources) else "warning",
-                        timeout=10)
+                        timeout=10, markup=False)
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         """The one place where a failed worker becomes a notification."""
@@ -181,10 +197,11 @@ class NnragApp(App[int]):
             self.indexing = False
             self.refresh_bindings()
             self.library.status.show_message(f"Indexing failed: {text}")
-            self.notify(text, title="Indexing failed", severity="error", timeout=15)
+            self.notify(text, title="Indexing failed", severity="error", timeout=15,
+                        markup=False)
         else:
             self.notify(text, title=f"{worker.description or worker.name} failed",
-                        severity="error", timeout=15)
+                        severity="error", timeout=15, markup=False)
 
     def close_engine(self, timeout: float = 30.0) -> None:
         """Stops indexing and closes the index once the worker thread has let go of it."""
@@ -210,6 +227,7 @@ class NnragApp(App[int]):
     def action_cancel_index(self) -> None:
         if not self.indexing:
             return
+        self.cancelling = True
         self.workers.cancel_group(self, "index")
         self.library.status.show_progress(Progress("wait", "", 0, 0, "cancelling…"))
 

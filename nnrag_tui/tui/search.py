@@ -3,8 +3,9 @@ and the qualified name. Pure Python and free of Textual so it can be tested and 
 
 Ranking of one query token against a block, best first: the name equals it, the name starts
 with it, the name contains it, the qualified name (or ``module:Qual``) contains it, the name
-holds it as a subsequence (``mha`` in ``MultiheadAttention``; tighter matches first), the
-qualified name does. A token with ``.`` or ``:`` is a path and only matches as a substring.
+holds it as a subsequence (``mha`` in ``MultiheadAttention``; tighter matches first), one
+component of the module path does (``swn`` in ``timm.models.swin``; never across dots, where
+letters in order match nearly anything). A token with ``.`` or ``:`` is a path and only matches as a substring.
 Every whitespace-separated token must match; ties go to the tighter match, the shorter name,
 then index order (repository priority, module, name). 20k blocks take about 60 ms a query.
 """
@@ -13,8 +14,8 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from nnrag_tui.engine.facts import Block
 
@@ -36,6 +37,7 @@ class BlockSearch:
         self._names = [b.name.lower() for b in self.blocks]
         self._full = [b.full_name.lower() for b in self.blocks]
         self._keys = [b.key.lower() for b in self.blocks]
+        self._parts = [b.module.lower().split(".") for b in self.blocks]
 
     def __len__(self) -> int:
         return len(self.blocks)
@@ -65,7 +67,7 @@ class BlockSearch:
 
     def _score(self, token: str, scores: dict[int, tuple[int, int]]
                ) -> dict[int, tuple[int, int]]:
-        names, full, keys = self._names, self._full, self._keys
+        names, full, keys, parts = self._names, self._full, self._keys, self._parts
         keyed = ":" in token
         subseq = _subsequence(token)
         dotted = keyed or "." in token
@@ -85,7 +87,7 @@ class BlockSearch:
                 continue
             elif (m := subseq.match(name)) is not None:
                 rank = 4
-            elif (m := subseq.match(full[i])) is not None:
+            elif (m := _first_match(subseq, parts[i])) is not None:
                 rank = 5
             else:
                 continue
@@ -94,6 +96,14 @@ class BlockSearch:
                 gap = m.end() - m.start(1) - len(token) + (2 if m.start(1) else 0)
             out[i] = (score + rank, spread + gap)
         return out
+
+
+def _first_match(pattern: re.Pattern[str], texts: list[str]) -> re.Match[str] | None:
+    for text in texts:
+        m = pattern.match(text)
+        if m is not None:
+            return m
+    return None
 
 
 def _subsequence(token: str) -> re.Pattern[str]:

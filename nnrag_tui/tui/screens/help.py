@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import ClassVar, Sequence
+from collections.abc import Sequence
+from typing import ClassVar
 
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
@@ -34,7 +35,7 @@ class HelpScreen(ModalScreen[None]):
             body.border_title = "Keys"
             body.border_subtitle = "escape closes"
             yield Static(self._table(), id="help-keys")
-            yield Static(Content.styled(SEARCH_HELP, "$text-muted"), id="help-search")
+            yield Static(Content.styled(SEARCH_HELP, "$foreground-muted"), id="help-search")
 
     def _table(self) -> Content:
         width = max((len(k) for k, _, _ in self.keys), default=4) + 2
@@ -42,5 +43,5 @@ class HelpScreen(ModalScreen[None]):
         for key, description, tooltip in self.keys:
             rows.append(Content.assemble((f"{key:>{width}}  ", "$text-accent bold"),
                                          (f"{description:<16}", "bold"), "  ",
-                                         (tooltip, "$text-muted")))
+                                         (tooltip, "$foreground-muted")))
         return Content("\n").join(rows)

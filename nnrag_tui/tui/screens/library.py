@@ -3,7 +3,8 @@ the highlighted block's source below them (beside them on wide terminals)."""
 
 from __future__ import annotations
 
-from typing import ClassVar, Sequence
+from collections.abc import Sequence
+from typing import ClassVar
 
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
@@ -32,7 +33,7 @@ def merge_sources(configured: Sequence[str], indexed: Sequence[dict]) -> list[di
 
 class LibraryScreen(Screen[None]):
     HORIZONTAL_BREAKPOINTS: ClassVar[list[tuple[int, str]] | None] = [
-        (0, "-narrow"), (170, "-wide")]
+        (0, "-narrow"), (100, "-normal"), (170, "-wide")]
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("slash", "focus_search", "Search", key_display="/", id="search",
@@ -41,8 +42,10 @@ class LibraryScreen(Screen[None]):
                 tooltip="Next block in the results"),
         Binding("k", "cursor_up", "Previous", show=False, id="results.previous",
                 tooltip="Previous block in the results"),
-        Binding("escape", "leave_search", "Results", show=False, id="search.leave",
-                tooltip="Leave the search box for the results"),
+        Binding("escape", "back_to_results", "Results", show=False, id="results.back",
+                tooltip="Back to the results (from the search box or the source)"),
+        Binding("down", "leave_search", "Results", show=False, id="search.to_results",
+                tooltip="From the search box, move down into the results"),
         Binding("c", "copy_source", "Copy", id="copy",
                 tooltip="Copy the highlighted block's source to the clipboard"),
     ]
@@ -97,6 +100,9 @@ class LibraryScreen(Screen[None]):
         self.roots = corpus.roots
         self.query_one(SourcesList).set_sources(merge_sources(self.configured, corpus.sources))
         self.refilter(reset_widths=True)
+        self.preview.invalidate()  # re-read the source: re-indexing may have changed it
+        if self.results.cursor_block is not None:
+            self.preview.show(self.results.cursor_block, self.roots)
 
     def refilter(self, reset_widths: bool = False) -> None:
         """Applies the search text, category and repository to the results."""
@@ -142,6 +148,7 @@ class LibraryScreen(Screen[None]):
                                "No blocks yet.")
         else:
             self.preview.show(event.block, self.roots)
+        self.refresh_bindings()  # copy is available only with a source on show
 
     def on_results_table_selected(self, event: ResultsTable.Selected) -> None:
         self.preview.show(event.block, self.roots)
@@ -151,6 +158,10 @@ class LibraryScreen(Screen[None]):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "leave_search":
             return isinstance(self.focused, Input)
+        if action == "back_to_results":
+            focused = self.focused
+            return isinstance(focused, Input) or (
+                focused is not None and focused.id == "preview-scroll")
         if action == "copy_source":
             return True if self.preview.source_text is not None else None
         return True
@@ -160,6 +171,11 @@ class LibraryScreen(Screen[None]):
 
     def action_leave_search(self) -> None:
         self.refilter()
+        self.results.focus()
+
+    def action_back_to_results(self) -> None:
+        if isinstance(self.focused, Input):
+            self.refilter()
         self.results.focus()
 
     def action_cursor_down(self) -> None:
@@ -175,4 +191,4 @@ class LibraryScreen(Screen[None]):
         self.app.copy_to_clipboard(preview.source_text)
         lines = preview.source_text.count("\n") + 1
         self.notify(f"Copied {preview.block.name} ({lines} lines) to the clipboard.",
-                    timeout=3)
+                    timeout=3, markup=False)

@@ -13,12 +13,12 @@ from textual.widgets.option_list import Option
 from nnrag_tui.engine.discovery import CATEGORIES
 
 ALL = "all"
-LABEL_WIDTH = 18
+LABEL_WIDTH = 17
 
 
 def _prompt(label: str, count: int) -> Content:
-    style = "" if count else "$text-muted"
-    return Content.assemble((f"{label:<{LABEL_WIDTH}}", style), (f"{count:>6,}", "$text-muted"))
+    style = "" if count else "$foreground-muted"
+    return Content.assemble((f"{label:<{LABEL_WIDTH}}", style), (f"{count:>5,}", "$foreground-muted"))
 
 
 class CategoryList(OptionList):

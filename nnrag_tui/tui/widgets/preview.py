@@ -45,7 +45,7 @@ def numbered(code: str, first_line: int) -> Content:
     styled = highlight(code, language="python").split("\n", allow_blank=True)
     styled += [Content("")] * (len(lines) - len(styled))
     return Content("\n").join(
-        Content.assemble((f"{first_line + k:>{width}} ", "$text-muted"), "│ ", line)
+        Content.assemble((f"{first_line + k:>{width}} ", "$foreground-muted"), "│ ", line)
         for k, line in enumerate(styled[:len(lines)])
     )
 
@@ -73,7 +73,11 @@ class BlockPreview(Vertical):
         self.border_title = "Source"
         self.border_subtitle = ""
         self.query_one("#preview-meta", Static).update("")
-        self.query_one("#preview-code", Static).update(Content.styled(message, "$text-muted"))
+        self.query_one("#preview-code", Static).update(Content.styled(message, "$foreground-muted"))
+
+    def invalidate(self) -> None:
+        """The files may have changed (a re-index): the next ``show`` reads them again."""
+        self.block = None
 
     def show(self, block: Block | None, roots: dict[str, dict]) -> None:
         if block is None:
@@ -105,7 +109,7 @@ class BlockPreview(Vertical):
     def _meta(block: Block) -> Content:
         parts: list[Content | str | tuple[str, str]] = [
             (block.category, "$text-accent bold"),
-            (f"  ({block.rule})", "$text-muted"),
+            (f"  ({block.rule})", "$foreground-muted"),
         ]
         if block.bases:
             parts += ["  bases: ", ", ".join(block.bases)]

@@ -7,8 +7,9 @@ assignment. (Textual's DataTable measures every cell when rows change: 20k rows 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import ClassVar, Sequence
+from typing import ClassVar
 
 from rich.cells import cell_len, set_cell_size
 from rich.segment import Segment
@@ -23,7 +24,9 @@ from textual.strip import Strip
 from nnrag_tui.engine.facts import Block
 
 GAP = 2
+MIN_NAME = 12
 MIN_MODULE = 12
+MODULE_ROOM = 24  # the module column gets this much before the name column shrinks
 
 
 @dataclass(frozen=True)
@@ -39,7 +42,7 @@ class Column:
         return " " * pad + value if self.right else value + " " * pad
 
 
-NAME = Column("name", 40)
+NAME = Column("name", 30)
 CATEGORY = Column("category", 17)
 REPO = Column("repo", 16)
 LINES = Column("lines", 6, right=True)
@@ -147,13 +150,15 @@ class ResultsTable(ScrollView, can_focus=True):
         current = self.cursor_block
         if reset_widths:
             self._widths = {c: len(c.label) for c in (NAME, CATEGORY, REPO, LINES)}
-        for col, attr in ((NAME, "name"), (REPO, "source")):
-            widest = max((len(getattr(b, attr)) for b in rows), default=0)
+        for col, value in ((NAME, lambda b: b.name), (CATEGORY, lambda b: b.category),
+                           (REPO, lambda b: b.source), (LINES, lambda b: str(b.lines))):
+            widest = max((len(value(b)) for b in rows), default=0)
             self._widths[col] = min(col.cap, max(self._widths[col], widest))
         self.blocks = rows
         row = 0
-        if current is not None:
-            row = next((i for i, b in enumerate(rows) if b == current), 0)
+        if current is not None:  # the same class, even if re-indexing moved its lines
+            same = (current.source, current.key)
+            row = next((i for i, b in enumerate(rows) if (b.source, b.key) == same), 0)
         self.virtual_size = Size(self._fixed_width() + MIN_MODULE, len(rows) + 1)
         self.scroll_to(y=0, animate=False, immediate=True)
         self._move(row, force_scroll=True)
@@ -220,12 +225,21 @@ class ResultsTable(ScrollView, can_focus=True):
 
     # -- rendering -------------------------------------------------------------------------
     def _fixed_width(self) -> int:
-        return sum(self._widths.values()) + GAP * 4
+        """The narrowest the columns get; below that the table scrolls sideways."""
+        w = self._widths
+        return w[CATEGORY] + w[REPO] + w[LINES] + GAP * 4 + min(w[NAME], MIN_NAME)
 
     def _layout(self) -> list[tuple[Column, int]]:
-        module = max(MIN_MODULE, self.scrollable_content_region.width - self._fixed_width())
+        """Name and module share what the fixed columns leave; the name shrinks (to
+        ``MIN_NAME``) before the module drops under ``MODULE_ROOM``."""
         w = self._widths
-        return [(NAME, w[NAME]), (CATEGORY, w[CATEGORY]), (REPO, w[REPO]), (LINES, w[LINES]),
+        room = (self.scrollable_content_region.width
+                - (w[CATEGORY] + w[REPO] + w[LINES] + GAP * 4))
+        name = w[NAME]
+        if room < name + MODULE_ROOM:
+            name = max(min(name, MIN_NAME), min(name, room - MODULE_ROOM))
+        module = max(MIN_MODULE, room - name)
+        return [(NAME, name), (CATEGORY, w[CATEGORY]), (REPO, w[REPO]), (LINES, w[LINES]),
                 (MODULE, module)]
 
     def render_line(self, y: int) -> Strip:

@@ -3,7 +3,7 @@ The highlighted entry filters the results by repository."""
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from textual.content import Content
 from textual.message import Message
@@ -14,24 +14,27 @@ ALL = "\0all"  # an option id no source can have
 
 
 def source_prompt(row: dict) -> Content:
+    """Name; files and blocks; failed files and the snapshot (commit or version); the error."""
     parts: list[Content | str | tuple[str, str]] = [(row["name"], "bold")]
-    if row.get("error"):
+    error = row.get("error")
+    if error:
         parts += [("  ✗", "$text-error bold")]
-    if row.get("indexed_at") is None and not row.get("error"):
-        parts += ["\n", (f"  {row.get('state', 'not indexed yet')}", "$text-muted italic")]
-    else:
-        parts += ["\n", (f"  {row.get('files', 0):,} files · {row.get('blocks', 0):,} blocks",
-                         "")]
+    if row.get("files"):
+        parts += ["\n", f"  {row['files']:,} files · {row.get('blocks') or 0:,} blocks"]
+        detail: list[Content | str | tuple[str, str]] = []
         if row.get("failed"):
-            parts += [(f" · {row['failed']:,} failed", "$text-warning")]
+            detail += [(f"{row['failed']:,} failed", "$text-warning"), " · "]
         if row.get("commit"):
-            parts += ["\n", (f"  @ {row['commit'][:12]}", "$text-muted")]
+            detail += [f"@ {row['commit'][:12]}"]
         elif row.get("version"):
-            parts += ["\n", (f"  {row.get('kind', '')} {row['version']}", "$text-muted")]
-        elif row.get("kind"):
-            parts += ["\n", (f"  {row['kind']}", "$text-muted")]
-    if row.get("error"):
-        parts += ["\n", (f"  {row['error']}", "$text-error")]
+            detail += [f"{row.get('kind', '')} {row['version']}"]
+        else:
+            detail += [row.get("kind", "")]
+        parts += ["\n", ("  ", ""), Content.assemble(*detail).stylize_before("$foreground-muted")]
+    elif not error:
+        parts += ["\n", (f"  {row.get('state', 'not indexed yet')}", "$foreground-muted italic")]
+    if error:
+        parts += ["\n", (f"  {error}", "$text-error")]
     return Content.assemble(*parts)
 
 
@@ -56,9 +59,10 @@ class SourcesList(OptionList):
         in the index yet has only a ``name`` (and optionally a ``state``)."""
         self.rows = tuple(rows)
         total = sum(r.get("blocks") or 0 for r in rows)
+        repos = f"{len(rows)} repo{'s' if len(rows) != 1 else ''}"
         options = [Option(Content.assemble(("All repositories", "bold"), "\n",
-                                           (f"  {len(rows)} configured · {total:,} blocks",
-                                            "$text-muted")), id=ALL)]
+                                           (f"  {repos} · {total:,} blocks", "$foreground-muted")),
+                          id=ALL)]
         options += [Option(source_prompt(r), id=r["name"]) for r in rows]
         if self.repo is not None and self.repo not in {r["name"] for r in rows}:
             self.repo = None
