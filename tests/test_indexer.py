@@ -212,23 +212,45 @@ def test_source_dropped_from_config_leaves_the_index(repo, tmp_path):
     assert {r[1] for r in rows["blocks"]} == {"zoo"}
 
 
-def test_cancel_leaves_the_previous_index_intact(tmp_path):
-    src = many_files(tmp_path / "src", 2 * POOL_THRESHOLD)
+def test_cancel_keeps_the_work_done_and_a_consistent_index(tmp_path, monkeypatch):
+    import nnrag_tui.engine.indexer as indexer
+
+    monkeypatch.setattr(indexer, "COMMIT_EVERY", 4)  # commit in small batches
+    n = 2 * POOL_THRESHOLD
+    src = many_files(tmp_path / "src", n)
     cfg = path_config({"big": src})
     cache = tmp_path / "cache"
     with BlockExtractor(cfg, cache_dir=cache, workers=1) as ex:
         ex.index()
-    before = dump_index(cache / INDEX_FILE)
     for p in sorted(src.glob("m*.py")):
         p.write_text(p.read_text() + "\n\nclass Added(Base):\n    pass\n")
     with BlockExtractor(cfg, cache_dir=cache, workers=1) as ex:
         seen = []
+
+        def cancel():
+            done = [p.done for p in seen if p.phase == "parse"]
+            return bool(done) and done[-1] >= 8
+
         with pytest.raises(Cancelled):
-            ex.index(progress=seen.append, cancel=lambda: any(p.phase == "parse" for p in seen))
-    assert dump_index(cache / INDEX_FILE) == before
+            ex.index(progress=seen.append, cancel=cancel)
+    partial = dump_index(cache / INDEX_FILE)
+    # the files parsed before the cancel are kept ...
+    added = {r[0] for r in partial["blocks"] if r[4] == "Added"}
+    assert 0 < len(added) < n
+    # ... and the blocks agree with the files now in the index (discovery ran again)
+    with BlockExtractor(cfg, cache_dir=cache, workers=1) as ex:
+        ex.store  # noqa: B018  (open without indexing)
+        before = dump_index(cache / INDEX_FILE)
+        indexer.Indexer(ex.config, ex.store, None).rediscover()
+    assert dump_index(cache / INDEX_FILE)["blocks"] == before["blocks"]
+    # the next run parses only what is left, and ends equal to an uninterrupted run
     with BlockExtractor(cfg, cache_dir=cache, workers=1) as ex:
         report = ex.index()
-    assert report.parsed == 2 * POOL_THRESHOLD
+    assert report.parsed == n - len(added)
+    with BlockExtractor(cfg, cache_dir=tmp_path / "fresh", workers=1) as ex:
+        ex.index()
+    fresh = dump_index(tmp_path / "fresh" / INDEX_FILE)
+    assert dump_index(cache / INDEX_FILE)["blocks"] == fresh["blocks"]
 
 
 def test_nnrag_cache_dir_is_honoured(repo, tmp_path, monkeypatch):

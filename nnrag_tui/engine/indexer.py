@@ -27,6 +27,10 @@ from nnrag_tui.engine.store import FileIndexStore
 
 DISCOVERY_VERSION = "3"
 POOL_THRESHOLD = 16  # below this many files to parse, parsing in-process is faster
+# With other threads alive (the TUI) the pool must use forkserver, whose start costs ~1-2 s:
+# parsing in-process wins below this many files.
+FORKSERVER_THRESHOLD = 400
+COMMIT_EVERY = 256
 
 
 @dataclass(frozen=True)
@@ -119,6 +123,10 @@ class Indexer:
                 changed |= bool(stats["parsed"] or stats["removed"])
                 per_source.append({"name": src.name, "origin": snap.origin,
                                    "commit": snap.commit, **stats})
+        except Cancelled:
+            # Batches committed before the cancel stay: make the blocks agree with them.
+            self.rediscover()
+            raise
         finally:
             if self._pool is not None:
                 self._pool.shutdown(cancel_futures=True)
@@ -168,32 +176,51 @@ class Indexer:
                 continue
             jobs.append((root, rel, self.max_bytes, old[1] if old else None))
         gone = [known[r][0] for r in known.keys() - {rel for rel, _ in listed}]
-        results: list[tuple[str, ModuleFacts | None, int]] = []
-        total = len(jobs)
-        for done, res in enumerate(self._parse_all(jobs), start=1):
-            results.append(res)
-            if done % 8 == 0 or done == total:
-                emit(Progress("parse", src.name, done, total, res[0]))
-                if cancelled():
-                    raise Cancelled("indexing cancelled")
-        with self.store.transaction():
-            if gone:
+        if gone:
+            with self.store.transaction():
                 self.store.delete_files(gone)
-                stats["removed"] = len(gone)
-            for rel, facts, mtime in results:
-                if facts is None:  # same bytes, new mtime
-                    fid, _, _, _ = known[rel]
-                    size = os.stat(os.path.join(root, rel)).st_size
-                    self.store.touch_file(fid, size, mtime)
-                    stats["cached"] += 1
-                    continue
-                self.store.put_facts(sid, facts, mtime)
-                stats["parsed"] += 1
+            stats["removed"] = len(gone)
+        batch: list[tuple[str, ModuleFacts | None, int]] = []
+        last_commit = time.perf_counter()
+
+        def commit() -> None:
+            # Parsed files are committed in batches: a cancel or a crash keeps the work done,
+            # and every batch leaves the database consistent.
+            nonlocal last_commit
+            if not batch:
+                return
+            with self.store.transaction():
+                for rel, facts, mtime in batch:
+                    if facts is None:  # same bytes, new mtime
+                        fid, _, size, _ = known[rel]
+                        self.store.touch_file(fid, size, mtime)
+                        stats["cached"] += 1
+                    else:
+                        self.store.put_facts(sid, facts, mtime)
+                        stats["parsed"] += 1
+            batch.clear()
+            last_commit = time.perf_counter()
+
+        total = len(jobs)
+        try:
+            for done, res in enumerate(self._parse_all(jobs), start=1):
+                batch.append(res)
+                if len(batch) >= COMMIT_EVERY or time.perf_counter() - last_commit > 2.0:
+                    commit()
+                if done % 8 == 0 or done == total:
+                    emit(Progress("parse", src.name, done, total, res[0]))
+                    if cancelled():
+                        raise Cancelled("indexing cancelled")
+        finally:
+            commit()
         stats["failed"] = self.store.failed_count(sid)
         return stats
 
     def _parse_all(self, jobs: list[tuple[str, str, int, str | None]]):
-        if len(jobs) < POOL_THRESHOLD or self.workers == 1:
+        threaded = threading.active_count() > 1
+        small = len(jobs) < (FORKSERVER_THRESHOLD if threaded and self._pool is None
+                             else POOL_THRESHOLD)
+        if small or self.workers == 1:
             was = gc.isenabled()
             gc.disable()
             try:
@@ -205,7 +232,7 @@ class Indexer:
             return
         if self._pool is None:
             # fork is fastest; with other threads alive (the TUI) forking is unsafe.
-            method = "fork" if threading.active_count() == 1 else "forkserver"
+            method = "forkserver" if threaded else "fork"
             self._pool = ProcessPoolExecutor(
                 self.workers, mp_context=multiprocessing.get_context(method),
                 initializer=_worker_init)
