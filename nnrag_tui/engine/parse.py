@@ -12,6 +12,7 @@ import hashlib
 import keyword
 import os
 import re
+import stat
 import warnings
 
 from nnrag_tui.engine.facts import NO_GUARD, Guard, ImportRecord, ModuleFacts, Symbol
@@ -57,12 +58,18 @@ def read_facts(root: str, relpath: str, max_bytes: int, expected_sha1: str | Non
     path = os.path.join(root, relpath)
     try:
         st = os.stat(path)
+        if not stat.S_ISREG(st.st_mode):
+            return _failed(relpath, module, is_pkg, "", 0, "not a regular file"), st.st_mtime_ns
         if st.st_size > max_bytes:
             return _failed(relpath, module, is_pkg, "", st.st_size,
                            f"too large ({st.st_size / 1e6:.1f} MB > limit {max_bytes / 1e6:.1f} MB)"
                            ), st.st_mtime_ns
-        with open(path, "rb") as fh:
+        # O_NONBLOCK: a file swapped for a FIFO after the stat must not hang the run
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        with os.fdopen(fd, "rb") as fh:
             data = fh.read(max_bytes + 1)
+    except FileNotFoundError:
+        return _failed(relpath, module, is_pkg, "", 0, "vanished while indexing"), 0
     except OSError as exc:
         return _failed(relpath, module, is_pkg, "", 0, f"unreadable: {exc.strerror or exc}"), 0
     sha1 = hashlib.sha1(data).hexdigest()

@@ -153,7 +153,7 @@ def iter_files(snap: Snapshot, src: SourceConfig) -> Iterator[tuple[str, os.stat
                 try:
                     if e.is_dir():
                         stack.append(e.path)
-                    elif name.endswith(".py"):
+                    elif name.endswith(".py") and e.is_file():  # never a FIFO or a device
                         rel = os.path.relpath(e.path, root).replace(os.sep, "/")
                         if src.wants(rel):
                             out.append((rel, e.stat()))
