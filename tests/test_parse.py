@@ -256,9 +256,17 @@ def test_oversize_file_is_not_read(tmp_path):
     assert mtime > 0
 
 
-def test_unreadable_file(tmp_path):
+def test_vanished_fifo_and_directory_files_are_recorded_not_read(tmp_path):
+    import os
+
     facts, _ = read_facts(str(tmp_path), "missing.py", max_bytes=1000)
-    assert not facts.ok and facts.error.startswith("unreadable")
+    assert not facts.ok and facts.error == "vanished while indexing"
+    os.mkfifo(tmp_path / "fifo.py")  # reading it would block forever
+    facts, _ = read_facts(str(tmp_path), "fifo.py", max_bytes=1000)
+    assert not facts.ok and facts.error == "not a regular file"
+    (tmp_path / "dir.py").mkdir()
+    facts, _ = read_facts(str(tmp_path), "dir.py", max_bytes=1000)
+    assert not facts.ok and facts.error == "not a regular file"
 
 
 def test_read_facts_skips_identical_bytes(tmp_path):
