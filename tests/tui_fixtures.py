@@ -1,21 +1,24 @@
 """Fixtures and helpers for the TUI tests (imported as ``tui_fixtures``; pytest puts ``tests/``
-on ``sys.path``). A tiny corpus written into ``tmp_path``, an app that records its
-notifications, and a way to run a pilot scenario without an async pytest plugin."""
+on ``sys.path``). Tiny corpora written into ``tmp_path``, an app that records its
+notifications and validates with a scripted validator (no sandbox, no torch), and a way to run
+a pilot scenario without an async pytest plugin."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
-from textual.worker import WorkerCancelled, WorkerFailed
+from textual.worker import WorkerCancelled, WorkerFailed, WorkerState
 
+from nnrag_tui.engine.validate import LEVELS, STAGES, StageVerdict, ValidationReport
 from nnrag_tui.tui.app import NnragApp
-from nnrag_tui.tui.screens.library import SEARCH_DELAY
+from nnrag_tui.tui.screens.library import EXTRACT_DELAY, SEARCH_DELAY
 
-SIZE = (120, 40)
+SIZE = (100, 30)
 
 ATTENTION = '''\
 import torch.nn as nn
@@ -66,6 +69,50 @@ class NotABlock:
 
 FIX_BLOCKS = {"FooAttention", "BarAttention", "ConvBlock", "FocalLoss"}
 
+# A block with a dependency of every kind: a helper function and a constant from another
+# module, a class re-exported by a package, an external import, an unresolved name.
+MIXER = '''\
+import math
+
+import torch.nn as nn
+
+from .acts import Act
+from .util import SCALE, make_divisible
+
+
+class Mixer(nn.Module):
+    def __init__(self, dim=8):
+        super().__init__()
+        self.dim = make_divisible(dim * SCALE)
+        self.act = Act()
+
+    def forward(self, x):
+        return self.act(x) * math.sqrt(self.dim) + missing_offset
+'''
+
+UTIL = '''\
+SCALE = 2
+
+
+def _round(v):
+    return int(v + 0.5)
+
+
+def make_divisible(v, divisor=8):
+    return max(divisor, _round(v / divisor) * divisor)
+'''
+
+ACTS_INIT = "from .gelu import Act\n"
+
+GELU = '''\
+import torch.nn as nn
+
+
+class Act(nn.Module):
+    def forward(self, x):
+        return nn.functional.gelu(x)
+'''
+
 OTHER = '''\
 import torch.nn as nn
 
@@ -98,6 +145,21 @@ def corpus(tmp_path: Path) -> Path:
     return write_config(tmp_path / "config.json", {"fix": {"path": str(src)}})
 
 
+def write_deps_corpus(root: Path) -> Path:
+    """``mix``: the Mixer block and its dependencies (config file returned)."""
+    write_package(root / "mix", "mixpkg", {"mixer": MIXER, "util": UTIL})
+    acts = root / "mix" / "mixpkg" / "acts"
+    acts.mkdir(parents=True, exist_ok=True)
+    (acts / "__init__.py").write_text(ACTS_INIT)
+    (acts / "gelu.py").write_text(GELU)
+    return write_config(root / "config.json", {"mix": {"path": str(root / "mix")}})
+
+
+@pytest.fixture
+def deps_corpus(tmp_path: Path) -> Path:
+    return write_deps_corpus(tmp_path)
+
+
 @pytest.fixture
 def two_corpora(tmp_path: Path) -> Path:
     """``fix`` (four blocks) and ``other`` (one block, WindowPool)."""
@@ -106,6 +168,62 @@ def two_corpora(tmp_path: Path) -> Path:
     other = write_package(tmp_path / "other", "otherpkg", {"pool": OTHER})
     return write_config(tmp_path / "config.json",
                         {"fix": {"path": str(fix)}, "other": {"path": str(other)}})
+
+
+class FakeValidation:
+    """A scripted validator: ``outcomes`` maps a block name to how it fails ("static" or
+    "import"); every other block passes all six stages. Fixed timings, so screenshots are
+    stable. ``gate``, when set, holds each validation until the test releases it."""
+
+    def __init__(self, outcomes: dict[str, str] | None = None) -> None:
+        self.outcomes = dict(outcomes or {"FocalLoss": "import", "ConvBlock": "static"})
+        self.calls: list[str] = []
+        self.gate: threading.Event | None = None
+        self.closed = False
+
+    def validate(self, code, name, spec, *, block, on_stage, on_note):
+        self.calls.append(block.name)
+        if self.gate is not None:
+            self.gate.wait(10)
+        fail = self.outcomes.get(block.name)
+        lines = code.splitlines()
+        line = next((i for i, t in enumerate(lines, 1) if t.startswith("class ")), 1)
+        verdicts = []
+        cause = summary = None
+        detail: dict = {}
+        for k, stage in enumerate(STAGES):
+            seconds = 0.001 * (k + 1)
+            if stage == fail:
+                if stage == "static":
+                    cause, summary = "unresolved_name", f"undefined: helper (line {line})"
+                    detail = {"names": ["helper"],
+                              "where": [{"name": "helper", "line": line, "scope": name}]}
+                    diag = f"line {line}: undefined name 'helper' in {name}"
+                else:
+                    cause = "missing_external"
+                    summary = "missing package: einops (pip install einops)"
+                    detail = {"stage": stage, "module": "einops"}
+                    diag = "ModuleNotFoundError: No module named 'einops' (line 1, in <module>)"
+                verdicts.append(StageVerdict(stage, False, seconds, diag,
+                                             {"cause": cause, "cause_detail": detail}))
+                on_stage(verdicts[-1])
+                if stage != "static":
+                    break
+                continue
+            verdicts.append(StageVerdict(stage, True, seconds, ""))
+            on_stage(verdicts[-1])
+        ok = {v.stage for v in verdicts if v.ok}
+        level = "none"
+        for stage in STAGES:
+            if stage not in ok:
+                break
+            level = LEVELS[stage]
+        validated = {"parse", "compile", "static", "import"} <= ok
+        return ValidationReport(name, tuple(verdicts), validated, level, cause, summary,
+                                detail, 0.021)
+
+    def close(self) -> None:
+        self.closed = True
 
 
 class RecordingApp(NnragApp):
@@ -121,8 +239,12 @@ class RecordingApp(NnragApp):
         super().notify(message, title=title, severity=severity, timeout=timeout, markup=markup)
 
 
-def make_app(config: Path | None, tmp_path: Path) -> RecordingApp:
-    return RecordingApp(config, cache_dir=tmp_path / "cache", data_dir=tmp_path / "data")
+def make_app(config: Path | None, tmp_path: Path, validation=None, **kwargs) -> RecordingApp:
+    """The app over ``config`` with its cache, data and settings under ``tmp_path``."""
+    kwargs.setdefault("settings_dir", tmp_path / "settings")
+    return RecordingApp(config, cache_dir=tmp_path / "cache", data_dir=tmp_path / "data",
+                        validation=validation if validation is not None else FakeValidation(),
+                        **kwargs)
 
 
 def run(scenario: Callable[[], Awaitable[None]]) -> None:
@@ -131,14 +253,21 @@ def run(scenario: Callable[[], Awaitable[None]]) -> None:
 
 
 async def settle(app: NnragApp, pilot) -> None:
-    """Waits for the index worker and for the messages it posted to be handled. A failed
-    worker is the app's to report (as a notification), not the test's to raise."""
-    try:
-        await app.workers.wait_for_complete()
-    except (WorkerFailed, WorkerCancelled):
-        pass
-    await pilot.pause()
-    await pilot.pause()
+    """Waits for the workers and for the messages they posted to be handled, again while a
+    message starts another worker (the highlighted block's extraction after the index, the
+    next validation). A failed worker is the app's to report (as a notification), not the
+    test's to raise."""
+    for _ in range(6):
+        try:
+            await app.workers.wait_for_complete()
+        except (WorkerFailed, WorkerCancelled):
+            pass
+        await pilot.pause()
+        if app.library._extract_timer is not None:
+            await pilot.pause(EXTRACT_DELAY + 0.02)
+            continue
+        if not any(w.state in (WorkerState.PENDING, WorkerState.RUNNING) for w in app.workers):
+            return
 
 
 async def settle_search(pilot) -> None:

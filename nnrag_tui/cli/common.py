@@ -38,6 +38,12 @@ class StderrProgress:
         self.last = ""
 
     def __call__(self, p) -> None:
+        if p.phase == "wait":  # another process holds the index lock: say so, then wait
+            if self.tty:
+                sys.stderr.write("\r\033[K")
+            print("nnrag: waiting for another nnrag process that is indexing this cache",
+                  file=sys.stderr, flush=True)
+            return
         if p.phase == "fetch":
             msg = f"{p.source}: preparing {p.current}"
         elif p.phase == "parse":

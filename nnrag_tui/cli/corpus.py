@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 
@@ -21,7 +22,8 @@ def register(sub) -> None:
     add_common(p)
     p.add_argument("--policy", choices=("never", "missing", "always"), default="missing",
                    help="when to fetch git sources: never, when not cached (default), always")
-    p.add_argument("--workers", type=int, default=None, help="parser processes (default: cores)")
+    p.add_argument("--workers", type=_positive, default=None,
+                   help="parser processes (default: cores)")
     p.set_defaults(func=cmd_index)
 
     p = sub.add_parser("blocks", help="list discovered blocks")
@@ -39,7 +41,7 @@ def register(sub) -> None:
     g.add_argument("--blocks", metavar="NAME", nargs="+")
     g.add_argument("--from-file", metavar="FILE",
                    help="a JSON list of names, or one name per line")
-    p.add_argument("--limit", type=int, help="with --from-file: at most N names")
+    p.add_argument("--limit", type=_positive, help="with --from-file: at most N names")
     p.add_argument("--start-from", metavar="NAME", help="with --from-file: skip names before")
     p.add_argument("--out", metavar="DIR", help="write DIR/NAME.py and DIR/NAME.spec.json")
     p.add_argument("--stdout", action="store_true", help="print the generated file(s)")
@@ -51,11 +53,19 @@ def register(sub) -> None:
     p.set_defaults(func=cmd_sources)
 
 
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
 def cmd_index(args) -> int:
     with extractor(args) as ex:
-        report = ex.index(args.policy, progress=StderrProgress(),
-                          on_wait=lambda: print("nnrag: waiting for another nnrag process "
-                                                "that is indexing this cache", file=sys.stderr))
+        report = ex.index(args.policy, progress=StderrProgress())  # reports waits too
     if args.json:
         print(json.dumps(report.as_dict(), indent=2))
     else:
@@ -114,14 +124,18 @@ def cmd_sources(args) -> int:
 def cmd_extract(args) -> int:
     from nnrag_tui.engine.extractor import read_block_names
 
-    if args.block:
+    if args.block is not None:
         names = [args.block]
-    elif args.blocks:
+    elif args.blocks is not None:
         names = args.blocks
     else:
         names = read_block_names(args.from_file, limit=args.limit, start_from=args.start_from)
     if not names:
         print("nnrag: error: no block names given", file=sys.stderr)
+        return EXIT_ERROR
+    blank = [n for n in names if not n.strip()]
+    if blank:
+        print("nnrag: error: a block name cannot be empty", file=sys.stderr)
         return EXIT_ERROR
     failed = 0
     with extractor(args) as ex:
@@ -132,6 +146,8 @@ def cmd_extract(args) -> int:
             if args.json:
                 print(json.dumps(res.report()), flush=True)
             elif args.stdout and res.ok:
+                for note in res.notes:  # an ambiguous name is never silent
+                    print(f"nnrag: note: {note}", file=sys.stderr)
                 print(res.generated.code)
             else:
                 _print_extraction(res)
@@ -144,7 +160,7 @@ def _print_extraction(res) -> None:
     for note in res.notes:
         print(f"nnrag: note: {note}", file=sys.stderr)
     if not res.ok:
-        print(f"{res.requested}: failed: {res.error}")
+        print(f"nnrag: error: {res.requested}: {res.error}", file=sys.stderr)
         return
     g = res.generated
     where = f" -> {res.paths[0]}" if res.paths else ""

@@ -128,7 +128,21 @@ class ModuleIndex:
             return Target("def", name, entry)
         recs = entry.imports.get(name)
         if recs:
-            return self.follow_import(entry, recs[0], depth)
+            t = self.follow_import(entry, recs[0], depth)
+            if t.kind in ("external", "unresolved"):
+                # ``try: from fast_ext import X`` / ``except ImportError: from .slow import X``:
+                # the corpus fallback is the definition known to exist (and to be a module,
+                # for discovery); the resolver keeps the guard where the try itself is inlined.
+                for rec in recs[1:]:
+                    if rec.guard.kind not in ("try", "except", "if"):
+                        continue
+                    alt = self.follow_import(entry, rec, depth)
+                    if alt.kind in ("def", "module"):
+                        return Target(alt.kind, alt.name, alt.entry, alt.attr, alt.how,
+                                      min(alt.confidence, 0.9),
+                                      f"{entry.module}:{rec.line}: corpus fallback of a guarded "
+                                      f"import ({t.name} otherwise)")
+            return t
         for star in entry.stars:
             t = self._from_star(entry, star, name, depth)
             if t is not None:

@@ -146,6 +146,8 @@ def load_config(path: str | Path) -> CorpusConfig:
         raise ConfigError(
             f"{p}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"
         ) from None
+    except RecursionError:
+        raise ConfigError(f"{p}: not a corpus configuration (nested too deeply)") from None
     return parse_config(data, origin=str(p), base_dir=p.parent)
 
 
@@ -155,6 +157,9 @@ def parse_config(data: Any, origin: str = "<config>", base_dir: Path | None = No
     fetch = FetchPolicy()
     global_exclude: tuple[str, ...] = ()
     global_symbols: dict[str, Any] | None = None
+    if "repositories" in data and not isinstance(data["repositories"], dict):
+        raise ConfigError(f"{origin}: field 'repositories' must be an object mapping names to "
+                          f"repositories, not {_tname(data['repositories'])}")
     if isinstance(data.get("repositories"), dict):
         for key in data:
             if key not in TOP_KEYS:
@@ -191,6 +196,8 @@ def _parse_source(
     global_symbols: Any,
 ) -> SourceConfig | None:
     where = f"{origin}: repository {name!r}"
+    if not name.strip() or any(ord(c) < 32 for c in name):
+        raise ConfigError(f"{where}: a repository name must be non-empty printable text")
     if not isinstance(spec, dict):
         raise ConfigError(f"{where}: must be an object, not {_tname(spec)}")
     for key in spec:
@@ -212,10 +219,15 @@ def _parse_source(
     if not isinstance(location, str) or not location.strip():
         raise ConfigError(f"{where}: field {kind!r} must be a non-empty string")
     location = location.strip()
+    if any(ord(c) < 32 for c in location):
+        raise ConfigError(f"{where}: field {kind!r} contains control characters")
     if kind == "url":
         check_url(location, where)
     elif kind == "path":
-        lp = Path(location).expanduser()
+        try:
+            lp = Path(location).expanduser()
+        except RuntimeError as exc:  # ~user of an unknown user
+            raise ConfigError(f"{where}: field 'path' {location!r}: {exc}") from None
         if not lp.is_absolute() and base_dir is not None:
             lp = (base_dir / lp).resolve()
         location = str(lp)
@@ -226,7 +238,7 @@ def _parse_source(
         if kind != "url":
             raise ConfigError(f"{where}: field 'ref' only applies to 'url' sources")
     priority = spec.get("priority", 1)
-    if isinstance(priority, bool) or not isinstance(priority, int) or priority < 1:
+    if isinstance(priority, bool) or not isinstance(priority, int) or not 1 <= priority < 2**31:
         raise ConfigError(f"{where}: field 'priority' must be a positive integer (1 is highest)")
     paths = tuple(
         p.strip("/") for p in _str_list(spec.get("paths", []), f"{where}: field 'paths'")

@@ -6,17 +6,18 @@ from __future__ import annotations
 import fnmatch
 import json
 import os
+import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from nnrag_tui.engine import paths
 from nnrag_tui.engine.config import CorpusConfig, default_config, load_config
 from nnrag_tui.engine.bindings import ModuleIndex
-from nnrag_tui.engine.errors import BlockNotFound, NnragError
+from nnrag_tui.engine.errors import BlockNotFound, NnragError, StoreError
 from nnrag_tui.engine.generate import GeneratedBlock, generate
 from nnrag_tui.engine.resolve import Resolver
 from nnrag_tui.engine.facts import Block, IndexReport
-from nnrag_tui.engine.indexer import CancelFn, Indexer, ProgressFn, index_lock
+from nnrag_tui.engine.indexer import CancelFn, Indexer, Progress, ProgressFn, index_lock
 from nnrag_tui.engine.sources import RepoCache
 from nnrag_tui.engine.store import FileIndexStore
 
@@ -62,8 +63,16 @@ class BlockExtractor:
 
     def index(self, policy: str = "missing", progress: ProgressFn | None = None,
               cancel: CancelFn | None = None, on_wait=None) -> IndexReport:
-        """Brings the index up to date with the configured sources."""
+        """Brings the index up to date with the configured sources. When another process is
+        indexing the same cache this waits for it, and says so through ``on_wait`` (or, when
+        none is given, a ``Progress`` event of phase ``wait``)."""
         cache = RepoCache(self.cache_dir, self.config.fetch)
+        if on_wait is None and progress is not None:
+            report_to = progress
+
+            def on_wait() -> None:
+                report_to(Progress("wait", "", 0, 0,
+                                   "another nnrag process is indexing this cache"))
         with index_lock(self.cache_dir, on_wait):
             report = Indexer(self.config, self.store, cache, self.workers).run(
                 policy, progress, cancel)
@@ -71,12 +80,12 @@ class BlockExtractor:
         self._resolver = None
         return report
 
-    def warm_index_once(self, policy: str = "missing", progress: ProgressFn | None = None
-                        ) -> IndexReport | None:
+    def warm_index_once(self, policy: str = "missing", progress: ProgressFn | None = None,
+                        on_wait=None) -> IndexReport | None:
         """Indexes on first use in this process; later calls are free."""
         if self._indexed:
             return None
-        return self.index(policy, progress)
+        return self.index(policy, progress, on_wait=on_wait)
 
     def blocks(self, *, category: str | None = None, repo: str | None = None,
                match: str | None = None) -> list[Block]:
@@ -138,6 +147,14 @@ class BlockExtractor:
         except (NnragError, SyntaxError, RecursionError, ValueError) as exc:
             return Extraction(name, block, None, error=f"{type(exc).__name__}: {exc}",
                               notes=notes)
+        except MemoryError:
+            raise
+        except sqlite3.Error as exc:
+            raise StoreError(f"the index {self.store.path}: {exc}") from None
+        except Exception as exc:  # noqa: BLE001  (a per-block failure never aborts a batch)
+            return Extraction(name, block, None, notes=notes,
+                              error=f"internal error (please report): {type(exc).__name__}: "
+                                    f"{exc}")
         result = Extraction(name, block, gen, notes=notes + gen.notes,
                             sources=self.store.source_roots())
         if out_dir is not None:
@@ -169,6 +186,9 @@ def read_block_names(path: str | Path, limit: int | None = None,
         text = p.read_text(encoding="utf-8")
     except OSError as exc:
         raise NnragError(f"cannot read block list {p}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise NnragError(f"cannot read block list {p}: not UTF-8 text ({exc.reason} at byte "
+                         f"{exc.start})") from None
     names: list[str]
     if text.lstrip().startswith("["):
         try:
@@ -176,6 +196,8 @@ def read_block_names(path: str | Path, limit: int | None = None,
         except json.JSONDecodeError as exc:
             raise NnragError(f"{p}: not a valid JSON list ({exc.msg}, line {exc.lineno})"
                              ) from None
+        except RecursionError:
+            raise NnragError(f"{p}: not a valid JSON list (nested too deeply)") from None
         if not isinstance(data, list) or not all(isinstance(x, str) for x in data):
             raise NnragError(f"{p}: a JSON block list must be a list of names")
         names = data

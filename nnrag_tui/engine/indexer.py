@@ -8,6 +8,7 @@ import gc
 import json
 import multiprocessing
 import os
+import signal
 import threading
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -19,9 +20,9 @@ from typing import Callable, Iterator
 from nnrag_tui.engine.bindings import ModuleIndex
 from nnrag_tui.engine.config import CorpusConfig, SourceConfig
 from nnrag_tui.engine.discovery import BlockDiscovery
-from nnrag_tui.engine.errors import NnragError, SourceError
+from nnrag_tui.engine.errors import NnragError, SourceError, StoreError
 from nnrag_tui.engine.facts import IndexReport, ModuleFacts
-from nnrag_tui.engine.parse import read_facts
+from nnrag_tui.engine.parse import failed_facts, read_facts
 from nnrag_tui.engine.sources import RepoCache, Snapshot, iter_files
 from nnrag_tui.engine.store import FileIndexStore
 
@@ -35,7 +36,8 @@ COMMIT_EVERY = 256
 
 @dataclass(frozen=True)
 class Progress:
-    """One progress event: ``phase`` is ``fetch``, ``parse``, ``discover`` or ``done``."""
+    """One progress event: ``phase`` is ``fetch``, ``parse``, ``discover`` or ``done`` (and
+    ``wait`` when another process holds the cache's index lock, see ``BlockExtractor.index``)."""
 
     phase: str
     source: str
@@ -52,9 +54,73 @@ class Cancelled(NnragError):
     """The caller asked to stop; everything committed so far stays consistent."""
 
 
-def _worker_init() -> None:
+# The index lock's descriptor while this process holds it: forked parse workers close their
+# inherited copy, so that a worker outliving a killed indexer can never keep the lock.
+_LOCK_FD: int | None = None
+
+
+def _worker_init(indexer: int | None = None, start: str | None = None,
+                 forked: bool = True) -> None:
     # ast trees are acyclic and die by refcount; the cyclic GC only slows parsing down 2x.
     gc.disable()
+    if _LOCK_FD is not None and forked:
+        try:
+            os.close(_LOCK_FD)  # close only: an unlock here would unlock the parent too
+        except OSError:
+            pass
+    if indexer is not None:
+        _die_with_indexer(indexer, start, forked)
+
+
+def _start_time(pid: int | str) -> str | None:
+    """A process's start time (Linux), to tell it from a later process with the same pid."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            stat = fh.read()
+        return stat[stat.rindex(b")") + 2:].split()[19].decode()
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _indexer_alive(pid: int, start: str | None) -> bool:
+    if start is not None:
+        return _start_time(pid) == start
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return True
+
+
+def _die_with_indexer(indexer: int, start: str | None, forked: bool) -> None:
+    """A parse worker must not outlive the indexer that started it: after a SIGKILL the pool
+    cannot shut it down, and a forked worker would keep the index lock. A forked worker has
+    the kernel kill it when its parent dies (Linux); every worker, forkserver ones included
+    (their parent is the forkserver, which lives as long as they do), also runs a watchdog
+    thread that exits when the indexer is gone."""
+    if forked:
+        try:
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            pass
+
+    def gone() -> bool:
+        return os.getppid() != indexer if forked else not _indexer_alive(indexer, start)
+
+    if gone():  # it died before the prctl
+        os._exit(1)
+
+    def watch() -> None:
+        while not gone():
+            time.sleep(0.5)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="nnrag-orphan-watch", daemon=True).start()
 
 
 def _parse_job(job: tuple[str, str, int, str | None]) -> tuple[str, ModuleFacts | None, int]:
@@ -66,8 +132,13 @@ def _parse_job(job: tuple[str, str, int, str | None]) -> tuple[str, ModuleFacts 
 @contextmanager
 def index_lock(cache_dir: Path, on_wait: Callable[[], None] | None = None) -> Iterator[None]:
     """One indexer at a time per cache; a second one waits (and says so) instead of failing."""
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    fh = open(cache_dir / "index.lock", "a+")
+    global _LOCK_FD
+    try:
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        fh = open(cache_dir / "index.lock", "a+")
+    except OSError as exc:
+        raise StoreError(f"cannot use the cache directory {cache_dir}: "
+                         f"{exc.strerror or exc}") from None
     try:
         try:
             fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -75,8 +146,10 @@ def index_lock(cache_dir: Path, on_wait: Callable[[], None] | None = None) -> It
             if on_wait:
                 on_wait()
             fcntl.flock(fh, fcntl.LOCK_EX)
+        _LOCK_FD = fh.fileno()
         yield
     finally:
+        _LOCK_FD = None
         fcntl.flock(fh, fcntl.LOCK_UN)
         fh.close()
 
@@ -102,6 +175,7 @@ class Indexer:
         try:
             with self.store.transaction():
                 if self.store.drop_sources_except(s.name for s in self.config.sources):
+                    self._mark_stale()
                     changed = True
             for src in self.config.sources:
                 if cancelled():
@@ -152,6 +226,11 @@ class Indexer:
             self.store.set_meta("discovery", self._discovery_key())
         return len(rows)
 
+    def _mark_stale(self) -> None:
+        """Called inside each transaction that changes files: the stored blocks no longer
+        match them until ``rediscover`` commits, so a run killed in between rediscovers."""
+        self.store.set_meta("discovery", "stale")
+
     def _discovery_key(self) -> str:
         """What the stored blocks depend on besides the files: the discovery rules, and each
         source's priority and symbol patterns (editing them in the config must re-discover)."""
@@ -169,18 +248,21 @@ class Indexer:
         stats = dict(files=len(listed), parsed=0, cached=0, failed=0, removed=0)
         jobs: list[tuple[str, str, int, str | None]] = []
         root = str(snap.root)
-        for rel, st in listed:
+        batch: list[tuple[str, ModuleFacts | None, int]] = []
+        for rel, st, reason in listed:
             old = known.get(rel)
             if old is not None and old[2] == st.st_size and old[3] == st.st_mtime_ns:
                 stats["cached"] += 1
-                continue
-            jobs.append((root, rel, self.max_bytes, old[1] if old else None))
-        gone = [known[r][0] for r in known.keys() - {rel for rel, _ in listed}]
+            elif reason is not None:  # recorded with its reason, never read
+                batch.append((rel, failed_facts(rel, reason, st.st_size), st.st_mtime_ns))
+            else:
+                jobs.append((root, rel, self.max_bytes, old[1] if old else None))
+        gone = [known[r][0] for r in known.keys() - {rel for rel, _, _ in listed}]
         if gone:
             with self.store.transaction():
                 self.store.delete_files(gone)
+                self._mark_stale()
             stats["removed"] = len(gone)
-        batch: list[tuple[str, ModuleFacts | None, int]] = []
         last_commit = time.perf_counter()
 
         def commit() -> None:
@@ -190,6 +272,8 @@ class Indexer:
             if not batch:
                 return
             with self.store.transaction():
+                if any(facts is not None for _, facts, _ in batch):
+                    self._mark_stale()
                 for rel, facts, mtime in batch:
                     if facts is None:  # same bytes, new mtime
                         fid, _, size, _ = known[rel]
@@ -235,6 +319,7 @@ class Indexer:
             method = "forkserver" if threaded else "fork"
             self._pool = ProcessPoolExecutor(
                 self.workers, mp_context=multiprocessing.get_context(method),
-                initializer=_worker_init)
+                initializer=_worker_init,
+                initargs=(os.getpid(), _start_time("self"), method == "fork"))
         chunk = max(1, min(16, len(jobs) // (self.workers * 4)))
         yield from self._pool.map(_parse_job, jobs, chunksize=chunk)

@@ -59,6 +59,8 @@ class ModuleSource:
             for n in binds:
                 self.binders.setdefault(n, []).append(i)
         self._uses: dict[int, StmtUses] = {}
+        self._access: dict[int, tuple[frozenset[str], frozenset[str]]] = {}
+        self._locals: dict[int, frozenset[str]] = {}
 
     def stmt_text(self, st: TopStmt) -> str:
         return "".join(self.lines[st.line - 1 : st.end_line])
@@ -69,6 +71,32 @@ class ModuleSource:
                 getattr(self.stmts[0].node, "value", None), ast.Constant):
             return 0
         return None
+
+    def access(self, st: TopStmt) -> tuple[frozenset[str], frozenset[str]]:
+        """(names read as containers, names filled) by the statement; see container_access."""
+        hit = self._access.get(st.index)
+        if hit is None:
+            hit = self._access[st.index] = container_access(st.node)
+        return hit
+
+    def local_names(self, st: TopStmt) -> frozenset[str]:
+        """Names bound inside the statement's own scopes (function locals and parameters,
+        class-body names): a use rewritten to one of them would be captured."""
+        hit = self._locals.get(st.index)
+        if hit is None:
+            out: set[str] = set()
+            stack = list(symtable.symtable(self.stmt_text(st), "<stmt>", "exec").get_children())
+            while stack:
+                tab = stack.pop()
+                stack.extend(tab.get_children())
+                for sym in tab.get_symbols():
+                    if tab.get_type() == "class":
+                        if sym.is_assigned() or sym.is_imported():
+                            out.add(sym.get_name())
+                    elif sym.is_local():
+                        out.add(sym.get_name())
+            hit = self._locals[st.index] = frozenset(out)
+        return hit
 
     def uses(self, st: TopStmt) -> StmtUses:
         hit = self._uses.get(st.index)
@@ -101,7 +129,71 @@ def compute_uses(text: str, node: ast.stmt) -> StmtUses:
             visit(child, child_lazy)
 
     visit(table, False)
+    for cls, in_function in _classes(node, False):
+        for n in class_early_reads(cls):
+            if n.id not in assigned_global:
+                (lazy if in_function else load).add(n.id)
     strings: set[str] = set()
+    for expr in string_annotation_exprs(node):
+        strings |= {n.id for n in ast.walk(expr) if isinstance(n, ast.Name)}
+    return StmtUses(load, lazy - load, assigned_global, strings)
+
+
+def _classes(node: ast.AST, in_function: bool):
+    """Every class statement inside ``node``, with whether a function encloses it."""
+    if isinstance(node, ast.ClassDef):
+        yield node, in_function
+    inner = in_function or isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+    for child in ast.iter_child_nodes(node):
+        yield from _classes(child, inner)
+
+
+def class_early_reads(cls: ast.ClassDef) -> list[ast.Name]:
+    """Reads in a class body of a name the class body binds, made before the class binds it
+    (``ATTR = K`` then ``K = 100``): Python looks those up in the module's globals (skipping
+    any enclosing function), so they are module-level uses that symtable reports as class
+    locals. The first binding statement counts as "before" for the value of a plain
+    assignment and for the decorators, defaults and bases of a ``def``/``class``; any other
+    statement that binds conditionally (``if``, ``for``, ``try``) counts as bound."""
+    first: dict[str, int] = {}
+    for i, st in enumerate(cls.body):
+        for name in _bound_names(st):
+            first.setdefault(name, i)
+    out: list[ast.Name] = []
+    for i, st in enumerate(cls.body):
+        simple = isinstance(st, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.FunctionDef,
+                                 ast.AsyncFunctionDef, ast.ClassDef, ast.Expr, ast.Return))
+        for n in _class_scope_loads(st):
+            at = first.get(n.id)
+            if at is not None and (i < at or (i == at and simple)):
+                out.append(n)
+    return out
+
+
+def _class_scope_loads(node: ast.AST):
+    """``Name`` loads a class-body statement evaluates in the class scope itself (not inside
+    the bodies of its methods, lambdas, nested classes or comprehensions)."""
+    if isinstance(node, ast.Name):
+        if isinstance(node.ctx, ast.Load):
+            yield node
+        return
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+        args = node.args
+        parts: list[ast.AST] = [*args.defaults, *[d for d in args.kw_defaults if d]]
+        if not isinstance(node, ast.Lambda):
+            parts += node.decorator_list
+    elif isinstance(node, ast.ClassDef):
+        parts = [*node.decorator_list, *node.bases, *[k.value for k in node.keywords]]
+    elif isinstance(node, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+        parts = [node.generators[0].iter]
+    else:
+        parts = list(ast.iter_child_nodes(node))
+    for p in parts:
+        yield from _class_scope_loads(p)
+
+
+def string_annotation_exprs(node: ast.AST):
+    """The parsed expressions of the string annotations (forward references) in a statement."""
     for sub in ast.walk(node):
         ann = None
         if isinstance(sub, ast.arg):
@@ -111,16 +203,14 @@ def compute_uses(text: str, node: ast.stmt) -> StmtUses:
         elif isinstance(sub, ast.AnnAssign):
             ann = sub.annotation
         if ann is not None:
-            for c in _annotation_strings(ann):
-                    try:
-                        expr = ast.parse(c.value, mode="eval")
-                    except SyntaxError:
-                        continue
-                    strings |= {n.id for n in ast.walk(expr) if isinstance(n, ast.Name)}
-    return StmtUses(load, lazy - load, assigned_global, strings)
+            for c in annotation_strings(ann):
+                try:
+                    yield ast.parse(c.value, mode="eval")
+                except SyntaxError:
+                    continue
 
 
-def _annotation_strings(ann: ast.expr):
+def annotation_strings(ann: ast.expr):
     """String constants in an annotation that are forward references (not ``Literal`` values)."""
     stack = [ann]
     while stack:
@@ -147,12 +237,64 @@ def all_chains(node: ast.stmt, root: str) -> set[str]:
     """Every dotted chain ``root.a.b...`` in the statement, each prefix included, so that the
     resolver can find the longest prefix that names a definition."""
     out: set[str] = set()
-    for sub in ast.walk(node):
-        if isinstance(sub, ast.Attribute):
-            d = _dotted(sub)
-            if d and d.split(".", 1)[0] == root:
-                out.add(d)
+    for tree in (node, *string_annotation_exprs(node)):
+        for sub in ast.walk(tree):
+            if isinstance(sub, ast.Attribute):
+                d = _dotted(sub)
+                if d and d.split(".", 1)[0] == root:
+                    out.add(d)
     return out
+
+
+REGISTRY_WRITES = frozenset({"add", "append", "extend", "insert", "update", "setdefault",
+                             "__setitem__", "register"})
+_CONTAINER_CALLS = frozenset({"dict", "set", "list", "OrderedDict", "defaultdict", "Counter"})
+
+
+def is_container_binding(node: ast.stmt) -> bool:
+    """``NAME = {}`` / ``set()`` / ``[]`` / ``OrderedDict()`` ...: a module-level container that
+    decorators or other statements may fill (a registry)."""
+    value = node.value if isinstance(node, (ast.Assign, ast.AnnAssign)) else None
+    if isinstance(value, (ast.Dict, ast.Set, ast.List, ast.DictComp, ast.SetComp,
+                          ast.ListComp)):
+        return True
+    if isinstance(value, ast.Call):
+        name = _dotted(value.func) or ""
+        return name.rsplit(".", 1)[-1] in _CONTAINER_CALLS
+    return False
+
+
+def container_access(node: ast.stmt) -> tuple[frozenset[str], frozenset[str]]:
+    """The names a statement reads as containers and the names it fills (``name[k] = v``,
+    ``del name[k]``, ``name.add(...)``, ``name.update(...)``, ``name |= ...``), in one pass.
+    Syntactic, not scope-aware: a heuristic for registries, said so where it is used."""
+    parents: dict[ast.AST, ast.AST] = {}
+    names: list[ast.Name] = []
+    for sub in ast.walk(node):
+        for child in ast.iter_child_nodes(sub):
+            parents[child] = sub
+        if isinstance(sub, ast.Name):
+            names.append(sub)
+    reads: set[str] = set()
+    writes: set[str] = set()
+    for sub in names:
+        parent = parents.get(sub)
+        if isinstance(sub.ctx, ast.Store):
+            if isinstance(parent, ast.AugAssign):
+                writes.add(sub.id)
+            continue
+        if isinstance(sub.ctx, ast.Del):
+            continue
+        item_store = isinstance(parent, ast.Subscript) and parent.value is sub and \
+            isinstance(parent.ctx, (ast.Store, ast.Del))
+        mutator = isinstance(parent, ast.Attribute) and parent.value is sub and \
+            parent.attr in REGISTRY_WRITES and isinstance(parents.get(parent), ast.Call) and \
+            parents[parent].func is parent  # type: ignore[attr-defined]
+        if item_store or mutator:
+            writes.add(sub.id)
+        else:
+            reads.add(sub.id)
+    return frozenset(reads), frozenset(writes)
 
 
 def _kind(node: ast.stmt) -> str:

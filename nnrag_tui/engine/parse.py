@@ -56,10 +56,12 @@ def read_facts(root: str, relpath: str, max_bytes: int, expected_sha1: str | Non
     ``expected_sha1``, ``(None, mtime_ns)`` so that unchanged bytes are never parsed again."""
     module, is_pkg = module_name(relpath)
     path = os.path.join(root, relpath)
+    st = None
     try:
         st = os.stat(path)
         if not stat.S_ISREG(st.st_mode):
-            return _failed(relpath, module, is_pkg, "", 0, "not a regular file"), st.st_mtime_ns
+            return (_failed(relpath, module, is_pkg, "", st.st_size, "not a regular file"),
+                    st.st_mtime_ns)
         if st.st_size > max_bytes:
             return _failed(relpath, module, is_pkg, "", st.st_size,
                            f"too large ({st.st_size / 1e6:.1f} MB > limit {max_bytes / 1e6:.1f} MB)"
@@ -69,9 +71,13 @@ def read_facts(root: str, relpath: str, max_bytes: int, expected_sha1: str | Non
         with os.fdopen(fd, "rb") as fh:
             data = fh.read(max_bytes + 1)
     except FileNotFoundError:
-        return _failed(relpath, module, is_pkg, "", 0, "vanished while indexing"), 0
+        why = "broken symbolic link" if os.path.islink(path) else "vanished while indexing"
+        return _failed(relpath, module, is_pkg, "", 0, why), 0
     except OSError as exc:
-        return _failed(relpath, module, is_pkg, "", 0, f"unreadable: {exc.strerror or exc}"), 0
+        # the stat's mtime when there was one: an unreadable file is not retried every run
+        return (_failed(relpath, module, is_pkg, "", st.st_size if st is not None else 0,
+                        f"unreadable: {exc.strerror or exc}"),
+                st.st_mtime_ns if st is not None else 0)
     sha1 = hashlib.sha1(data).hexdigest()
     if expected_sha1 is not None and sha1 == expected_sha1:
         return None, st.st_mtime_ns
@@ -118,6 +124,13 @@ def parse_bytes(data: bytes, relpath: str, sha1: str | None = None) -> ModuleFac
 
 def _failed(relpath: str, module: str, is_pkg: bool, sha1: str, size: int, reason: str):
     return ModuleFacts(relpath, module, is_pkg, sha1, size, error=reason)
+
+
+def failed_facts(relpath: str, reason: str, size: int = 0) -> ModuleFacts:
+    """The facts of an entry that cannot be read at all (``sources.iter_files`` says why).
+    ``size`` is the listed size: with the mtime it lets the next run skip the entry."""
+    module, is_pkg = module_name(relpath)
+    return _failed(relpath, module, is_pkg, "", size, reason)
 
 
 def dotted(node: ast.AST) -> str | None:

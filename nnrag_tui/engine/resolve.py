@@ -19,7 +19,7 @@ from pathlib import Path
 from nnrag_tui.engine.bindings import ModuleEntry, ModuleIndex, Target
 from nnrag_tui.engine.errors import ResolutionError
 from nnrag_tui.engine.facts import Block, ImportRecord
-from nnrag_tui.engine.modsource import ModuleSource, TopStmt, all_chains
+from nnrag_tui.engine.modsource import ModuleSource, TopStmt, all_chains, is_container_binding
 
 ALWAYS_EXTERNAL = frozenset({"torch"})
 NodeId = tuple[tuple[str, str], int]  # ((source, module), statement index)
@@ -109,6 +109,7 @@ class Resolver:
         self.roots = roots
         self.external_packages = external_packages
         self._sources: dict[tuple[str, str], ModuleSource] = {}
+        self.writers: dict[BindKey, list[BindKey]] = {}  # function -> containers it fills
 
     def is_external(self, module: str) -> bool:
         """torch is always imported, also when its own source is the corpus."""
@@ -154,6 +155,10 @@ class _ClosureBuilder:
         self.notes: list[str] = []
         self.modules: dict[tuple[str, str], ModuleSource] = {}
         self.entries: dict[tuple[str, str], ModuleEntry] = {}
+        self.shared: dict[BindKey, BindKey] = {}  # binding -> binding whose name it takes
+        self.avoid: dict[BindKey, set[str]] = {}  # binding -> names that would be captured
+        self._registry_keys: set[BindKey] = set()
+        self._not_registry: set[BindKey] = set()
 
     # -- graph -----------------------------------------------------------------------------
     def ms(self, entry: ModuleEntry) -> ModuleSource:
@@ -189,10 +194,13 @@ class _ClosureBuilder:
         for i in starts:
             self.add(self.entry, i)
         pos = 0
-        while pos < len(self.order):
-            node = self.order[pos]
-            pos += 1
-            self.visit(node)
+        while True:
+            while pos < len(self.order):
+                node = self.order[pos]
+                pos += 1
+                self.visit(node)
+            if not self.add_registry_fillers():
+                break
         out_names = self.allocate_names()
         nodes = self.emission_order()
         future: list[str] = []
@@ -249,7 +257,11 @@ class _ClosureBuilder:
             nodes = tuple(self.add(t.entry, i) for i in self.binders(t.entry, t.name))
             key = ("def", t.entry.key, t.name)
             self.refs[(node, name)] = key
+            if name != t.name:
+                self.avoid_capture(key, node)
             self.note_ambiguity(entry, t)
+            if t.confidence < 1.0 and t.note and f"{name}: {t.note}" not in self.notes:
+                self.notes.append(f"{name}: {t.note}")  # a pick that is not certain is said
             self.deps.append(Dependency(node, name, "definition", t.qualified, t.how,
                                         t.confidence, load, nodes, t.note))
         elif t.kind == "module" and self.r.is_external(t.name):
@@ -288,6 +300,7 @@ class _ClosureBuilder:
                 nodes = tuple(self.add(ct.entry, i) for i in self.binders(ct.entry, ct.name))
                 key = ("def", ct.entry.key, ct.name)
                 self.chains.setdefault(node, {})[chain] = key
+                self.avoid_capture(key, node)
                 self.deps.append(Dependency(node, chain, "definition", ct.qualified,
                                             "attribute", ct.confidence, load, nodes))
                 done.add(chain)
@@ -326,12 +339,119 @@ class _ClosureBuilder:
                     nodes = tuple(self.add(t.entry, i) for i in self.binders(t.entry, t.name))
                     key = ("def", t.entry.key, t.name)
                     self.guarded[(node, rec.line, rec.bound)] = key
+                    if rec.guard.kind == "type_checking" and rec.bound == t.name:
+                        # never executed: the import and the inlined definition are one name
+                        self.shared[("def", entry.key, rec.bound)] = key
                     self.deps.append(Dependency(node, rec.bound, "definition", t.qualified,
                                                 "guarded", t.confidence, True, nodes))
                 elif t.kind == "module" and t.entry is not None:
                     self.guarded[(node, rec.line, rec.bound)] = None
                     self.notes.append(f"{entry.module}:{rec.line}: guarded import of corpus "
                                       f"module {t.name} dropped")
+
+    # -- registries ------------------------------------------------------------------------
+    def add_registry_fillers(self) -> bool:
+        """A module-level container that an included statement *reads* (``_ACTS[name]``,
+        ``get_model`` looking up ``_model_entrypoints``) is only complete together with the
+        statements that fill it while the module executes: ``@register_act("x") def x``,
+        ``@register_model class Tiny``, ``_ACTS["tanh"] = torch.tanh``. Those statements, in
+        the modules the closure already spans, are added. Returns whether any was."""
+        registries: dict[BindKey, list[tuple[NodeId, str, bool]]] = {}
+        for (user, name), key in list(self.refs.items()):
+            if key[0] != "def" or key in self._not_registry:
+                continue
+            if key not in self._registry_keys:
+                entry = self.entries.get(key[1])
+                ms = self.modules.get(key[1])
+                if entry is None or ms is None or not any(
+                        is_container_binding(ms.stmts[i].node)
+                        for i in self.binders(entry, key[2])):
+                    self._not_registry.add(key)
+                    continue
+                self._registry_keys.add(key)
+            ust = self.modules[user[0]].stmts[user[1]]
+            if name in self.modules[user[0]].access(ust)[0]:
+                uses = self.modules[user[0]].uses(ust)
+                registries.setdefault(key, []).append((user, name, name in uses.load))
+        if not registries:
+            return False
+        added = False
+        bound = set(self.bind_order)
+        for mkey in list(self.modules):
+            entry, ms = self.entries[mkey], self.modules[mkey]
+            for st in ms.stmts:
+                node = (mkey, st.index)
+                if node in self.seen or st.kind == "import":
+                    continue
+                filled: list[BindKey] = []
+                keys: list[BindKey] = []
+                for name in self._load_names(ms, st):
+                    key = self._binding_key(entry, ms, name)
+                    if key is None:
+                        continue
+                    keys.append(key)
+                    if key in registries and name in ms.access(st)[1]:
+                        filled.append(key)
+                    writes = [k for k in self._writes_of(key) if k in registries]
+                    if writes:
+                        filled += writes
+                        keys.append(key)
+                # ``@register_kernel(adjust_hue, Image)`` registers under a definition the
+                # block never reaches: only registrations whose other corpus names are all in
+                # the closure already can be looked up
+                others = [k for k in keys if k not in filled and not self._writes_of(k)]
+                if not filled or any(k not in bound for k in others):
+                    continue
+                self.add(entry, st.index)
+                added = True
+                for reg in dict.fromkeys(filled):
+                    for user, rname, load in registries[reg]:
+                        self.deps.append(Dependency(
+                            user, rname, "definition", f"{entry.module}:{st.line}",
+                            "registry", 0.8, load, (node,),
+                            "fills the registry it reads (decorator or module-level "
+                            "statement)"))
+        return added
+
+    def _writes_of(self, key: BindKey) -> list[BindKey]:
+        """The module-level containers a function fills when called (registration helpers)."""
+        hit = self.r.writers.get(key)
+        if hit is not None:
+            return hit
+        self.r.writers[key] = []
+        out: list[BindKey] = []
+        entry = self.index.entries.get(key[1])
+        if entry is not None and not self.r.is_external(entry.module):
+            ms = self.r.module_source(entry)
+            for i in ms.binders.get(key[2], []):
+                st = ms.stmts[i]
+                if st.kind != "function":
+                    continue
+                uses = ms.uses(st)
+                for name in sorted(ms.access(st)[1] & (uses.lazy | uses.load)):
+                    k = self._binding_key(entry, ms, name)
+                    if k is not None and k not in out:
+                        out.append(k)
+        self.r.writers[key] = out
+        return out
+
+    @staticmethod
+    def _load_names(ms: ModuleSource, st: TopStmt) -> list[str]:
+        """Names a statement uses while the module executes; for a ``def``/``class`` only its
+        decorators can fill a registry, which spares the symtable of every skipped def."""
+        if st.kind in ("class", "function"):
+            decos = st.node.decorator_list  # type: ignore[attr-defined]
+            return sorted({n.id for d in decos for n in ast.walk(d) if isinstance(n, ast.Name)})
+        return sorted(ms.uses(st).load)
+
+    def _binding_key(self, entry: ModuleEntry, ms: ModuleSource, name: str) -> BindKey | None:
+        """The module-level binding ``name`` refers to inside ``entry`` (definitions only)."""
+        if any(ms.stmts[i].kind != "import" for i in ms.binders.get(name, [])):
+            return ("def", entry.key, name)
+        t = self.index.lookup(entry, name)
+        if t.kind == "def" and t.entry is not None and not t.attr:
+            return ("def", t.entry.key, t.name)
+        return None
 
     def external_import(self, entry: ModuleEntry, name: str, t: Target) -> ExternalImport:
         recs = entry.imports.get(name)
@@ -368,10 +488,21 @@ class _ClosureBuilder:
                 self.notes.append(msg)
 
     # -- naming and order ------------------------------------------------------------------
+    def avoid_capture(self, key: BindKey, node: NodeId) -> None:
+        """``mod.X`` or an alias of X, rewritten to X's own name in a statement that binds
+        that name in one of its inner scopes (``def __init__(self, X=mod.X)``, a class
+        attribute ``X = ...``), would be captured: X must take another name there."""
+        ms = self.modules[node[0]]
+        locals_ = ms.local_names(ms.stmts[node[1]])
+        if locals_:
+            self.avoid.setdefault(key, set()).update(locals_)
+
     def allocate_names(self) -> dict[BindKey, str]:
         taken: dict[str, BindKey] = {}
         out: dict[BindKey, str] = {}
         for key in self.bind_order:
+            if key in self.shared:
+                continue
             if key[0] == "def":
                 want = key[2]
                 tail = key[1][1].rsplit(".", 1)[-1]
@@ -382,14 +513,18 @@ class _ClosureBuilder:
                 want = imp.bound
                 tail = imp.module.split(".")[-1]
             name = want
-            if name in taken and taken[name] != key:
+            avoid = self.avoid.get(key, set())
+            if (name in taken and taken[name] != key) or name in avoid:
                 name = f"{want}_{tail}".replace(".", "_")
                 k = 2
-                while name in taken:
+                while name in taken or name in avoid:
                     name = f"{want}_{tail}{k}"
                     k += 1
             taken[name] = key
             out[key] = name
+        for key, other in self.shared.items():
+            if other in out:
+                out[key] = out[other]
         for ident, imp in list(self.externals.items()):
             bound = out.get(("ext", imp.identity))
             if bound is not None and bound != imp.bound:

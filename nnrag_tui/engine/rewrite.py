@@ -18,6 +18,8 @@ import re
 import symtable
 from functools import lru_cache
 
+from nnrag_tui.engine.modsource import annotation_strings, class_early_reads
+
 SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, ast.ListComp,
           ast.SetComp, ast.DictComp, ast.GeneratorExp)
 _TABLE_NAME = {ast.Lambda: "lambda", ast.ListComp: "listcomp", ast.SetComp: "setcomp",
@@ -37,7 +39,7 @@ def rewrite_statement(
         return text, []
     out, log = _cached(text, tuple(sorted(renames.items())), tuple(sorted(chains.items())),
                        tuple(sorted(guarded.items(), key=lambda kv: kv[0])))
-    return out, list(log)
+    return out, list(dict.fromkeys(log))  # one line per distinct rewrite
 
 
 @lru_cache(maxsize=4096)
@@ -80,8 +82,22 @@ def _rewrite(text: str, renames: dict[str, str], chains: dict[str, str],
     tree = ast.parse(text)
     table = symtable.symtable(text, "<stmt>", "exec")
     ed = _Edits(text)
-    _Walker(ed, renames, chains, guarded).run(tree, table)
+    walker = _Walker(ed, renames, chains, guarded)
+    if guarded:
+        walker.alone = _alone_in_block(tree)
+    walker.run(tree, table)
     return ed.apply(), ed.log
+
+
+def _alone_in_block(tree: ast.AST) -> set[int]:
+    """Ids of the statements that are the only statement of their block."""
+    out: set[int] = set()
+    for node in ast.walk(tree):
+        for f in ("body", "orelse", "finalbody"):
+            body = getattr(node, f, None)
+            if isinstance(body, list) and len(body) == 1:
+                out.add(id(body[0]))
+    return out
 
 
 def _dotted(node: ast.AST) -> tuple[str, ast.Name] | None:
@@ -104,6 +120,8 @@ class _Walker:
         self.chains = chains
         self.guarded = guarded
         self.used: set[int] = set()
+        self.alone: set[int] = set()  # ids of statements alone in their block
+        self.early: set[int] = set()  # ids of class-body reads that are module-level uses
 
     def run(self, tree: ast.Module, table: symtable.SymbolTable) -> None:
         for st in tree.body:
@@ -144,7 +162,7 @@ class _Walker:
                 self.visit(d, table)
             self.visit_arguments_outer(node.args, table)
             if node.returns is not None:
-                self.visit(node.returns, table)
+                self.visit_annotation(node.returns, table)
             self.rename_def(node, table, "def")
             inner = self.child_table(table, node)
             for st in node.body:
@@ -158,6 +176,7 @@ class _Walker:
             for k in node.keywords:
                 self.visit(k.value, table)
             self.rename_def(node, table, "class")
+            self.early.update(id(n) for n in class_early_reads(node))
             inner = self.child_table(table, node)
             for st in node.body:
                 self.visit(st, inner)
@@ -192,7 +211,8 @@ class _Walker:
                     return
         if isinstance(node, ast.Name):
             new = self.renames.get(node.id)
-            if new is not None and new != node.id and self.is_global(table, node.id):
+            if new is not None and new != node.id and (
+                    id(node) in self.early or self.is_global(table, node.id)):
                 self.ed.add(node, new, f"renamed `{node.id}` -> `{new}`")
             return
         if isinstance(node, ast.Global):
@@ -203,6 +223,12 @@ class _Walker:
                 names = ", ".join(self.renames.get(n, n) for n in node.names)
                 self.ed.add(node, f"global {names}", "")
                 self.ed.log.pop()
+            return
+        if isinstance(node, ast.AnnAssign):
+            self.visit(node.target, table)
+            self.visit_annotation(node.annotation, table)
+            if node.value is not None:
+                self.visit(node.value, table)
             return
         if isinstance(node, (ast.Import, ast.ImportFrom)) and self.guarded:
             self.visit_import(node)
@@ -216,7 +242,41 @@ class _Walker:
         for a in [*args.posonlyargs, *args.args, *args.kwonlyargs,
                   *([args.vararg] if args.vararg else []), *([args.kwarg] if args.kwarg else [])]:
             if a.annotation is not None:
-                self.visit(a.annotation, table)
+                self.visit_annotation(a.annotation, table)
+
+    def visit_annotation(self, node: ast.expr, table) -> None:
+        """An annotation, string forward references (``x: "Mlp"``) included."""
+        self.visit(node, table)
+        for c in annotation_strings(node):
+            self.visit_string_annotation(c, table)
+
+    def visit_string_annotation(self, c: ast.Constant, table) -> None:
+        """Renames inside a one-line string annotation written without escapes or prefixes:
+        its text starts one quote character after the constant's own position."""
+        line = self.ed.lines[c.lineno - 1]
+        seg = line[c.col_offset:c.end_col_offset or 0] if c.end_lineno == c.lineno else b""
+        if len(seg) < 2 or seg[:1] not in (b'"', b"'") or seg[:3] in (b'"' * 3, b"'" * 3) \
+                or seg[1:-1].decode("utf-8", "replace") != c.value:
+            return
+        try:
+            expr = ast.parse(c.value, mode="eval")
+        except SyntaxError:
+            return
+        base = c.col_offset + 1
+
+        def shifted(n: ast.AST) -> tuple[int, int, int, int]:
+            return (c.lineno, base + n.col_offset, c.lineno, base + (n.end_col_offset or 0))
+
+        for sub in ast.walk(expr):
+            if isinstance(sub, ast.Attribute) and self.chains:
+                d = _dotted(sub)
+                if d is not None and d[0] in self.chains and self.is_global(table, d[1].id):
+                    new = self.chains[d[0]]
+                    self.ed.add_span(shifted(sub), new, f"`{d[0]}` -> `{new}` (inlined)")
+            elif isinstance(sub, ast.Name):
+                new = self.renames.get(sub.id)
+                if new is not None and new != sub.id and self.is_global(table, sub.id):
+                    self.ed.add_span(shifted(sub), new, f"renamed `{sub.id}` -> `{new}`")
 
     def rename_def(self, node: ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef, table,
                    kind: str) -> None:
@@ -262,5 +322,17 @@ class _Walker:
             else:
                 parts.append(f"import {names}")
         parts.extend(assigns)
-        self.ed.add(node, "; ".join(parts) or "pass", "")
+        line = self.ed.lines[node.lineno - 1]
+        last = self.ed.lines[(node.end_lineno or node.lineno) - 1]
+        tail = last[node.end_col_offset or 0:].strip()
+        if not parts and id(node) not in self.alone and not line[:node.col_offset].strip() \
+                and (not tail or tail.startswith(b"#")):
+            # nothing left of it, and its block has other statements: drop the whole line
+            end = node.end_lineno or node.lineno
+            if end < len(self.ed.lines):
+                self.ed.add_span((node.lineno, 0, end + 1, 0), "", "")
+            else:
+                self.ed.add_span((node.lineno, 0, end, len(last)), "", "")
+        else:
+            self.ed.add(node, "; ".join(parts) or "pass", "")
         self.ed.log.pop()

@@ -9,11 +9,12 @@ its commit.
 from __future__ import annotations
 
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-from nnrag_tui.engine.config import FetchPolicy, SourceConfig
+from nnrag_tui.engine.config import FetchPolicy, SourceConfig, glob_match
 from nnrag_tui.engine.errors import SourceError
 
 UPDATE_POLICIES = ("never", "missing", "always")
@@ -41,10 +42,13 @@ class RepoCache:
         if policy not in UPDATE_POLICIES:
             raise SourceError(f"unknown update policy {policy!r} (use never, missing or always)")
         if src.kind == "path":
-            return self._local(src)
-        if src.kind == "dist":
-            return self._dist(src)
-        return self._git(src, policy)
+            snap = self._local(src)
+        elif src.kind == "dist":
+            snap = self._dist(src)
+        else:
+            snap = self._git(src, policy)
+        _check_subdirs(src, snap)
+        return snap
 
     def _local(self, src: SourceConfig) -> Snapshot:
         root = Path(src.location)
@@ -116,21 +120,58 @@ class RepoCache:
         )
 
 
-def iter_files(snap: Snapshot, src: SourceConfig) -> Iterator[tuple[str, os.stat_result]]:
-    """Yields ``(relpath, stat)`` for every wanted ``.py`` file of a snapshot, sorted, never
-    following directory symlinks out of the tree and never looping."""
+def _check_subdirs(src: SourceConfig, snap: Snapshot) -> None:
+    """A source none of whose configured ``paths`` exists is an error, not an empty source
+    (a typo in ``paths`` would otherwise index nothing and say nothing)."""
+    try:
+        os.listdir(snap.root)
+    except OSError as exc:
+        raise SourceError(f"{src.name}: cannot read {snap.root}: {exc.strerror or exc}") from None
+    if not src.paths:
+        return
+    present = [sub for sub in snap.subdirs if os.path.exists(os.path.join(snap.root, sub))]
+    if not present:
+        raise SourceError(f"{src.name}: none of the configured paths exists in {snap.origin}: "
+                          + ", ".join(src.paths))
+
+
+def iter_files(snap: Snapshot, src: SourceConfig
+               ) -> Iterator[tuple[str, os.stat_result, str | None]]:
+    """Yields ``(relpath, stat, reason)`` for every wanted ``.py`` entry of a snapshot, sorted.
+
+    ``reason`` is None for a regular file to read; otherwise the entry cannot be indexed and
+    ``reason`` says why (a broken or looping symlink, a FIFO or device named ``.py``, an
+    unreadable directory, a symlink leaving a git clone), so that it is recorded rather than
+    silently missing. Real directories are walked before symlinked ones (the same tree reached
+    twice is indexed once, under its real path); directory symlinks are followed only inside
+    the snapshot's root (a ``data -> /mnt/datasets`` link is never walked) and never loop;
+    file symlinks out of a git clone are not read."""
     seen_dirs: set[tuple[int, int]] = set()
-    out: list[tuple[str, os.stat_result]] = []
+    out: dict[str, tuple[os.stat_result, str | None]] = {}
     root = str(snap.root)
-    for sub in snap.subdirs:
-        start = os.path.join(root, sub) if sub else root
-        if os.path.isfile(start) and start.endswith(".py"):
-            rel = os.path.relpath(start, root).replace(os.sep, "/")
-            try:
-                out.append((rel, os.stat(start)))
-            except OSError:
-                pass
-            continue
+    real_root = os.path.realpath(root)
+    contain_files = src.kind == "url"
+
+    def inside(path: str) -> bool:
+        real = os.path.realpath(path)
+        return real == real_root or real.startswith(real_root.rstrip(os.sep) + os.sep)
+
+    prefix = root.rstrip(os.sep) + os.sep
+
+    def rel_of(path: str) -> str:
+        if path.startswith(prefix):  # what scandir gives: much faster than relpath
+            rel = path[len(prefix):]
+            return rel.replace(os.sep, "/") if os.sep != "/" else rel
+        return os.path.relpath(path, root).replace(os.sep, "/")
+
+    def record(path: str, st: os.stat_result, reason: str | None) -> None:
+        out.setdefault(rel_of(path), (st, reason))
+
+    def dir_wanted(path: str) -> bool:
+        rel = rel_of(path)
+        return not any(glob_match(f"{rel}/x.py", g) for g in src.exclude)
+
+    def walk(start: str, links: list[str]) -> None:
         stack = [start]
         while stack:
             d = stack.pop()
@@ -144,26 +185,79 @@ def iter_files(snap: Snapshot, src: SourceConfig) -> Iterator[tuple[str, os.stat
             seen_dirs.add(key)
             try:
                 entries = list(os.scandir(d))
-            except OSError:
+            except OSError as exc:
+                if rel_of(d) != "." and dir_wanted(d):
+                    record(d, st, f"unreadable directory: {exc.strerror or exc}")
                 continue
             for e in entries:
                 name = e.name
                 if name.startswith(".") or name == "__pycache__":
                     continue
                 try:
-                    if e.is_dir():
-                        stack.append(e.path)
-                    elif name.endswith(".py") and e.is_file():  # never a FIFO or a device
-                        rel = os.path.relpath(e.path, root).replace(os.sep, "/")
-                        if src.wants(rel):
-                            out.append((rel, e.stat()))
+                    is_link = e.is_symlink()
+                    if e.is_dir():  # follows symlinks
+                        if is_link:
+                            links.append(e.path)
+                        else:
+                            stack.append(e.path)
+                        continue
                 except OSError:
+                    pass
+                if not name.endswith(".py") or not src.wants(rel_of(e.path)):
                     continue
-    out.sort(key=lambda t: t[0])
-    dedup: dict[str, os.stat_result] = {}
-    for rel, st in out:
-        dedup.setdefault(rel, st)
-    yield from dedup.items()
+                st_e, reason = _entry(e, contain_files, inside)
+                if st_e is not None:
+                    record(e.path, st_e, reason)
+
+    links: list[str] = []
+    for sub in snap.subdirs:
+        start = os.path.join(root, sub) if sub else root
+        if os.path.isfile(start) and start.endswith(".py"):
+            try:
+                out.setdefault(rel_of(start), (os.stat(start), None))
+            except OSError:
+                pass
+            continue
+        walk(start, links)
+    # then the directory symlinks met on the way, shallowest first, when they stay inside
+    while links:
+        links.sort(key=lambda p: (p.count(os.sep), p))
+        link = links.pop(0)
+        if inside(link):
+            walk(link, links)
+        elif link.endswith(".py") and src.wants(rel_of(link)):
+            try:
+                record(link, os.lstat(link), "symbolic link to a directory outside the "
+                                             "source tree (not followed)")
+            except OSError:
+                pass
+    for rel in sorted(out):
+        st, reason = out[rel]
+        yield rel, st, reason
+
+
+def _entry(e: os.DirEntry, contain: bool, inside) -> tuple[os.stat_result | None, str | None]:
+    """The stat of a ``.py`` entry (its target's, for a symlink: what the fast path compares)
+    and why it cannot be read as a file, or None when it can. ``(None, None)``: it vanished."""
+    try:
+        st = e.stat()
+    except FileNotFoundError:
+        if not os.path.islink(e.path):
+            return None, None
+        try:
+            return os.lstat(e.path), f"broken symbolic link (to {os.readlink(e.path)!r})"
+        except OSError:
+            return None, None
+    except OSError as exc:
+        try:
+            return os.lstat(e.path), f"unreadable: {exc.strerror or exc}"
+        except OSError:
+            return None, None
+    if not stat.S_ISREG(st.st_mode):
+        return st, "not a regular file"
+    if contain and e.is_symlink() and not inside(e.path):
+        return st, "symbolic link to outside the repository (not followed)"
+    return st, None
 
 
 def _git_head(path: Path) -> str | None:

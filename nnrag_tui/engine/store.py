@@ -116,7 +116,10 @@ class FileIndexStore:
             self.db.execute("PRAGMA foreign_keys=ON")
             self._ensure_schema()
         except sqlite3.DatabaseError as exc:
-            raise StoreError(f"cannot open the index {self.path}: {exc}") from None
+            hint = ""
+            if "not a database" in str(exc) or "malformed" in str(exc):
+                hint = " (the index is only a cache: delete it and run `nnrag index` again)"
+            raise StoreError(f"cannot open the index {self.path}: {exc}{hint}") from None
         except OSError as exc:
             raise StoreError(f"cannot create the index at {self.path}: {exc}") from None
 
@@ -247,7 +250,19 @@ class FileIndexStore:
 
     # -- whole-index reads -----------------------------------------------------------------
     def load_modules(self) -> Iterator[tuple[str, int, int, ModuleFacts]]:
-        """Yields (source name, source priority, file id, facts) for every indexed file."""
+        """Yields (source name, source priority, file id, facts) for every indexed file, all
+        read from one snapshot of the database (another process may be indexing)."""
+        if self.db.in_transaction:
+            yield from self._load_modules()
+            return
+        self.db.execute("BEGIN")
+        try:
+            rows = self._load_modules()
+        finally:
+            self.db.execute("COMMIT")
+        yield from rows
+
+    def _load_modules(self) -> list[tuple[str, int, int, ModuleFacts]]:
         syms: dict[int, list[Symbol]] = {}
         for r in self.db.execute(
             "SELECT file_id, name, qualname, kind, line, end_line, col, end_col, def_line, bases,"
@@ -266,16 +281,18 @@ class FileIndexStore:
         ):
             imps.setdefault(r[0], []).append(
                 ImportRecord(r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], _guard(r[9])))
+        out = []
         for r in self.db.execute(
             "SELECT s.name, s.priority, f.id, f.relpath, f.module, f.is_package, f.sha1, f.size,"
             " f.lines, f.all_names, f.error FROM files f JOIN sources s ON s.id=f.source_id"
             " ORDER BY s.priority, s.name, f.relpath"
         ):
             fid = r[2]
-            yield r[0], r[1], fid, ModuleFacts(
-                r[3], r[4], bool(r[5]), r[6], r[7], tuple(syms.get(fid, ())),
-                tuple(imps.get(fid, ())), tuple(json.loads(r[9])) if r[9] else None, r[10],
-                r[8])
+            out.append((r[0], r[1], fid, ModuleFacts(
+                r[3], r[4], bool(r[5]), r[6], r[7], tuple(syms.pop(fid, ())),
+                tuple(imps.pop(fid, ())), tuple(json.loads(r[9])) if r[9] else None, r[10],
+                r[8])))
+        return out
 
     def source_roots(self) -> dict[str, dict]:
         return {r[0]: {"root": r[1], "origin": r[2], "commit": r[3], "kind": r[4],

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from nnrag_tui.engine.facts import Block
@@ -42,8 +42,11 @@ class BlockSearch:
     def __len__(self) -> int:
         return len(self.blocks)
 
-    def search(self, query: str, repo: str | None = None) -> SearchResult:
-        candidates = [i for i, b in enumerate(self.blocks) if repo is None or b.source == repo]
+    def search(self, query: str, repo: str | None = None,
+               admit: Callable[[Block], bool] | None = None) -> SearchResult:
+        """``admit``: a further test on each block (a package or file scope)."""
+        candidates = [i for i, b in enumerate(self.blocks) if (repo is None or b.source == repo)
+                      and (admit is None or admit(b))]
         tokens = query.lower().split()
         if tokens:
             scores = {i: (0, 0) for i in candidates}

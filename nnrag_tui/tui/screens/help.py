@@ -1,4 +1,5 @@
-"""F1 help: the keys that work where the user pressed F1, and how search matches."""
+"""F1 (or ?) help: the keys that work where the user asked, with the binding ids a settings file
+remaps them by, how search matches, and where the settings live."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import ClassVar
 
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import VerticalScroll
+from textual.containers import Grid, VerticalScroll
 from textual.content import Content
 from textual.screen import ModalScreen
 from textual.widgets import Static
@@ -21,27 +22,35 @@ SEARCH_HELP = (
 
 class HelpScreen(ModalScreen[None]):
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape,f1,q", "dismiss", "Close", id="help.close",
+        Binding("escape,f1,q,question_mark", "dismiss", "Close", id="help.close",
                 tooltip="Close the help screen"),
     ]
 
-    def __init__(self, keys: Sequence[tuple[str, str, str]]) -> None:
-        """``keys``: (key as displayed, what it does, longer explanation)."""
+    def __init__(self, keys: Sequence[tuple[str, str, str, str]], settings: str = "") -> None:
+        """``keys``: (key as displayed, what it does, longer explanation, binding id);
+        ``settings``: where the settings file is, and what it holds."""
         super().__init__()
         self.keys = tuple(keys)
+        self.settings = settings
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="help-body") as body:
             body.border_title = "Keys"
             body.border_subtitle = "escape closes"
-            yield Static(self._table(), id="help-keys")
+            with Grid(id="help-keys"):
+                for key, description, tooltip, bid in self.keys:
+                    yield Static(Content.styled(key, "$text-accent bold"), classes="help-key")
+                    text = Content.assemble((description, "bold"), (f"  {bid}",
+                                                                    "$text-secondary"))
+                    if tooltip and tooltip != description:
+                        text += Content.assemble("\n", (tooltip, "$foreground-muted"))
+                    yield Static(text, classes="help-text")
             yield Static(Content.styled(SEARCH_HELP, "$foreground-muted"), id="help-search")
+            if self.settings:
+                yield Static(Content.styled(self.settings, "$foreground-muted"),
+                             id="help-settings")
 
-    def _table(self) -> Content:
-        width = max((len(k) for k, _, _ in self.keys), default=4) + 2
-        rows = []
-        for key, description, tooltip in self.keys:
-            rows.append(Content.assemble((f"{key:>{width}}  ", "$text-accent bold"),
-                                         (f"{description:<16}", "bold"), "  ",
-                                         (tooltip, "$foreground-muted")))
-        return Content("\n").join(rows)
+    @property
+    def text(self) -> str:
+        """The keys as plain text (for tests and copying)."""
+        return "\n".join(f"{k}  {d}  {b}  {t}" for k, d, t, b in self.keys)

@@ -13,12 +13,22 @@ from textual.widgets.option_list import Option
 from nnrag_tui.engine.discovery import CATEGORIES
 
 ALL = "all"
-LABEL_WIDTH = 17
+LABEL_WIDTH = 14
+LABELS = {"transformer_block": "transformer"}  # fits the narrow sidebar
+
+
+def count_text(n: int) -> str:
+    return f"{n:,}" if n < 10_000 else f"{n // 1000}k"
 
 
 def _prompt(label: str, count: int) -> Content:
     style = "" if count else "$foreground-muted"
-    return Content.assemble((f"{label:<{LABEL_WIDTH}}", style), (f"{count:>5,}", "$foreground-muted"))
+    return Content.assemble((f"{label:<{LABEL_WIDTH}}", style),
+                            (f"{count_text(count):>5}", "$foreground-muted"))
+
+
+def label(category: str) -> str:
+    return LABELS.get(category, category.replace("_", " "))
 
 
 class CategoryList(OptionList):
@@ -30,7 +40,7 @@ class CategoryList(OptionList):
             self.category = category
 
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
-        super().__init__(*(Option(_prompt(c.replace("_", " "), 0), id=c)
+        super().__init__(*(Option(_prompt(label(c), 0), id=c)
                            for c in (ALL, *CATEGORIES)), id=id, classes=classes)
         self.category: str | None = None
 
@@ -41,7 +51,7 @@ class CategoryList(OptionList):
     def set_counts(self, counts: Counter[str]) -> None:
         self.replace_option_prompt(ALL, _prompt(ALL, sum(counts.values())))
         for c in CATEGORIES:
-            self.replace_option_prompt(c, _prompt(c.replace("_", " "), counts.get(c, 0)))
+            self.replace_option_prompt(c, _prompt(label(c), counts.get(c, 0)))
 
     def select_category(self, category: str | None) -> None:
         self.highlighted = self.get_option_index(category or ALL)

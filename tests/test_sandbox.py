@@ -1,0 +1,436 @@
+"""The sandbox against hostile blocks: each one is contained, the caller keeps working and
+nothing outside the block's own directory changes.
+
+What is asserted is what the sandbox promises where these tests run (as root, as CI does):
+PID, network and mount namespaces, the uid drop to nobody, a read-only view of every file
+system with private /tmp and /dev/shm. Tests that depend on a namespace say so when the
+machine cannot give it (``protections`` records what held); the rest hold everywhere.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import socket
+import textwrap
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from nnrag_tui.engine.sandbox import Sandbox, SandboxLimits
+
+pytest.importorskip("torch")  # the sandbox worker imports torch (this process never does)
+
+SECRET = f"nnrag-secret-{uuid.uuid4().hex}"
+MARK = f"nnrag_sandbox_probe_{uuid.uuid4().hex[:10]}"
+ROOT = os.geteuid() == 0
+GOOD = textwrap.dedent("""
+    import torch
+    from torch import nn
+
+    class Good(nn.Module):
+        def __init__(self, dim: int = 8):
+            super().__init__()
+            self.fc = nn.Linear(dim, dim)
+
+        def forward(self, x):
+            return self.fc(x)
+    """)
+SHORT = {"import": 2.0, "instantiate": 2.0, "forward": 2.0}
+
+
+@pytest.fixture(scope="module")
+def sandbox():
+    # The secret is in the caller's environment before the worker starts.
+    os.environ["NNRAG_TEST_SECRET"] = SECRET
+    sb = Sandbox(limits=SandboxLimits(import_timeout=2.0, instantiate_timeout=2.0,
+                                      forward_timeout=2.0, setup_timeout=10.0))
+    try:
+        sb.start()
+        yield sb
+    finally:
+        sb.close()
+        os.environ.pop("NNRAG_TEST_SECRET", None)
+
+
+def run(sb: Sandbox, code: str, stages=("import",), **kw):
+    return sb.run(textwrap.dedent(code), kw.pop("name", None), stages, **kw)
+
+
+def assert_still_works(sb: Sandbox, restarts: int = 0) -> None:
+    """The caller's sandbox answers the next job normally, with the same worker."""
+    before = sb.restarts
+    res = sb.run(GOOD, "Good")
+    ends = res.stage_events()
+    assert all(ends[s]["ok"] for s in ("import", "instantiate", "forward")), res.events
+    assert ends["forward"]["detail"]["output"] == [[2, 16, 8]]
+    assert sb.restarts - before == restarts
+
+
+def end(res, stage):
+    return res.stage_events().get(stage)
+
+
+@pytest.fixture
+def nothing_new_outside():
+    """No file carrying this run's marker appears in $HOME, /tmp or /var/tmp."""
+    places = [Path.home(), Path("/tmp"), Path("/var/tmp")]
+    yield
+    for place in places:
+        if place.is_dir():
+            leaked = [p.name for p in place.iterdir() if MARK in p.name]
+            assert not leaked, f"the block wrote into {place}: {leaked}"
+
+
+# -- the protections themselves ---------------------------------------------------------------
+def test_reports_which_protections_hold(sandbox):
+    res = run(sandbox, "x = 1")
+    prot = res.protections
+    assert end(res, "import")["ok"]
+    assert prot["rlimits"]["RLIMIT_AS"][0] == sandbox.limits.memory
+    soft, hard = prot["rlimits"]["RLIMIT_CPU"]
+    assert soft < hard
+    assert prot["rlimits"]["RLIMIT_CORE"] == [0, 0]
+    assert prot["rlimits"]["RLIMIT_NPROC"][0] == sandbox.limits.nproc
+    if ROOT:
+        assert prot["uid"] == 65534
+        assert prot["no_new_privs"]
+        for key in ("pid_namespace", "network_isolated", "mount_namespace", "private_tmp",
+                    "readonly_root"):
+            assert prot[key] is True, (key, prot["notes"])
+        assert "/root" in prot["hidden"]
+
+
+def test_block_sees_a_scrubbed_world(sandbox):
+    res = run(sandbox, """
+        import os, sys
+        print("uid", os.getuid(), "cwd", os.getcwd())
+        print("env", sorted(os.environ))
+        print("home", os.environ["HOME"])
+        print("threads", __import__("torch").get_num_threads())
+        """)
+    assert end(res, "import")["ok"], res.events
+    out = res.output
+    assert "threads 1" in out
+    assert "NNRAG_TEST_SECRET" not in out
+    cwd = out.split("cwd ", 1)[1].split()[0]
+    assert f"home {cwd}" in out  # HOME is the block's own directory
+    if ROOT:
+        assert "uid 65534" in out
+
+
+# -- hostile blocks -------------------------------------------------------------------------
+def test_endless_loop_at_import_is_killed(sandbox):
+    t = time.monotonic()
+    res = run(sandbox, "while True:\n    pass\n", timeouts={"import": 1.0})
+    assert time.monotonic() - t < 6
+    assert res.killed == {"reason": "timeout", "stage": "import", "after": 1.0}
+    assert end(res, "import") is None
+    assert_still_works(sandbox)
+
+
+def test_endless_sleep_in_init_is_killed(sandbox):
+    res = run(sandbox, """
+        import time
+        import torch.nn as nn
+        class Sleeper(nn.Module):
+            def __init__(self):
+                super().__init__()
+                time.sleep(1000)
+        """, stages=("import", "instantiate"), name="Sleeper",
+              timeouts={"instantiate": 1.0})
+    assert end(res, "import")["ok"]
+    assert res.killed and res.killed["stage"] == "instantiate"
+    assert_still_works(sandbox)
+
+
+def test_endless_loop_in_forward_is_killed(sandbox):
+    res = run(sandbox, """
+        import torch.nn as nn
+        class Spin(nn.Module):
+            def forward(self, x):
+                while True:
+                    x = x + 1
+        """, stages=("import", "instantiate", "forward"), name="Spin",
+              timeouts={"forward": 1.0})
+    assert end(res, "instantiate")["ok"]
+    assert res.killed and res.killed["stage"] == "forward"
+    assert_still_works(sandbox)
+
+
+@pytest.mark.parametrize("alloc", [
+    "import torch\nx = torch.empty(50 * 2**30, dtype=torch.uint8)\nx.fill_(1)\n",
+    "x = bytearray(50 * 2**30)\n",
+])
+def test_50_gb_allocation_hits_the_memory_limit(sandbox, alloc):
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    res = run(sandbox, alloc)
+    e = end(res, "import")
+    assert e is not None and not e["ok"]
+    assert e["error"]["type"] in ("MemoryError", "RuntimeError")
+    assert "alloc" in e["error"]["message"] or e["error"]["type"] == "MemoryError"
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 50_000  # KiB
+    assert_still_works(sandbox)
+
+
+def test_fork_bomb_is_bounded_and_leaves_nothing_behind(sandbox):
+    # The bomb stops itself after 300 processes even if nothing else stopped it.
+    res = run(sandbox, """
+        import os, time
+        print("ns", os.readlink("/proc/self/ns/pid"), flush=True)
+        made = 0
+        for i in range(300):
+            try:
+                pid = os.fork()
+            except OSError as exc:
+                print("fork refused after", made, exc.errno, flush=True)
+                break
+            if pid == 0:
+                try:
+                    os.setsid()  # try to escape the process group
+                except OSError:
+                    pass
+                time.sleep(600)
+                os._exit(0)
+            made += 1
+        time.sleep(600)
+        """, timeouts={"import": 2.0})
+    assert res.killed and res.killed["stage"] == "import"
+    assert "fork refused after" in res.output, res.output[-500:]
+    made = int(res.output.split("fork refused after", 1)[1].split()[0])
+    assert made < sandbox.limits.nproc
+    ns = res.output.split("ns ", 1)[1].split()[0]
+    time.sleep(0.3)
+    survivors = []
+    for p in Path("/proc").iterdir():
+        if p.name.isdigit():
+            try:
+                if os.readlink(p / "ns" / "pid") == ns:
+                    survivors.append(p.name)
+            except OSError:
+                pass
+    if res.protections.get("pid_namespace"):
+        assert survivors == []
+    assert_still_works(sandbox)
+
+
+def test_writes_to_home_and_tmp_fail(sandbox, tmp_path, nothing_new_outside):
+    home = Path.home()
+    open_dir = Path("/var/tmp") / f"{MARK}_open"
+    open_dir.mkdir(mode=0o777)
+    open_dir.chmod(0o777)  # anyone could write here, were it not for the sandbox
+    try:
+        targets = [home / f"{MARK}_home", Path("/tmp") / f"{MARK}_tmp",
+                   tmp_path / f"{MARK}_pytest", open_dir / f"{MARK}_var"]
+        res = run(sandbox, f"""
+            import os
+            for path in {[str(t) for t in targets]!r}:
+                try:
+                    with open(path, "w") as fh:
+                        fh.write("pwned")
+                    print("WROTE", path)
+                except OSError as exc:
+                    print("refused", path, exc.strerror)
+            """)
+        assert end(res, "import")["ok"], res.events
+        for t in targets:
+            assert not t.exists(), f"{t} was written ({res.output})"
+        assert list(open_dir.iterdir()) == []
+    finally:
+        for p in open_dir.iterdir():
+            p.unlink()
+        open_dir.rmdir()
+    assert_still_works(sandbox)
+
+
+def test_deleting_files_by_absolute_path_fails(sandbox, tmp_path):
+    canary = tmp_path / "canary.txt"
+    canary.write_text("still here")
+    open_dir = Path("/var/tmp") / f"{MARK}_canary"
+    open_dir.mkdir()
+    open_dir.chmod(0o777)
+    open_canary = open_dir / "canary.txt"
+    open_canary.write_text("still here")
+    open_canary.chmod(0o666)
+    try:
+        res = run(sandbox, f"""
+            import os, shutil
+            for path in ({str(canary)!r}, {str(open_canary)!r}):
+                for how in (os.remove, lambda p: shutil.rmtree(os.path.dirname(p))):
+                    try:
+                        how(path)
+                        print("DELETED", path)
+                    except OSError as exc:
+                        print("refused", path, exc.strerror)
+            """)
+        assert end(res, "import")["ok"], res.events
+        assert canary.read_text() == "still here"
+        assert open_canary.read_text() == "still here"
+    finally:
+        open_canary.unlink(missing_ok=True)
+        open_dir.rmdir()
+    assert_still_works(sandbox)
+
+
+def test_socket_to_localhost_fails(sandbox):
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    server.settimeout(0.5)
+    port = server.getsockname()[1]
+    try:
+        res = run(sandbox, f"""
+            import socket
+            s = socket.socket()
+            s.settimeout(1)
+            try:
+                s.connect(("127.0.0.1", {port}))
+                print("CONNECTED")
+            except OSError as exc:
+                print("no network:", exc)
+            """)
+        assert end(res, "import")["ok"], res.events
+        if res.protections.get("network_isolated"):
+            assert "no network" in res.output
+            with pytest.raises(TimeoutError):
+                server.accept()
+        else:  # not isolated: the report must say so
+            assert res.protections["network_isolated"] is False
+            assert any("network" in n for n in res.protections["notes"])
+        if ROOT:
+            assert res.protections["network_isolated"] is True
+    finally:
+        server.close()
+    assert_still_works(sandbox)
+
+
+def test_os_exit_is_reported(sandbox):
+    res = run(sandbox, "import os\nos._exit(3)\n")
+    assert res.exit == {"code": 3, "signal": None}
+    assert end(res, "import") is None and res.killed is None
+    assert_still_works(sandbox)
+
+
+def test_sys_exit_is_a_failure_not_an_exit(sandbox):
+    res = run(sandbox, "import sys\nsys.exit(1)\n")
+    e = end(res, "import")
+    assert not e["ok"] and e["error"]["type"] == "SystemExit" and e["error"]["code"] == "1"
+    assert_still_works(sandbox)
+
+
+def test_segfault_is_reported_as_a_signal(sandbox):
+    res = run(sandbox, "import ctypes\nctypes.string_at(0)\n")
+    assert res.exit["signal"] == "SIGSEGV"
+    assert "Segmentation fault" in res.output  # faulthandler's traceback of the block
+    assert_still_works(sandbox)
+
+
+@pytest.mark.parametrize("how", ["print", "fd"])
+def test_100_mb_of_output_is_truncated(sandbox, how):
+    code = {
+        "print": "chunk = 'x' * 1_000_000\nfor _ in range(100):\n    print(chunk)\n",
+        "fd": "import os\nchunk = b'y' * 1_000_000\nfor _ in range(100):\n"
+              "    os.write(1, chunk)\n",
+    }[how]
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    t = time.monotonic()
+    res = run(sandbox, code)
+    assert end(res, "import")["ok"]
+    assert len(res.output) <= sandbox.limits.output + 200
+    if how == "fd":  # the worker drained all of it and kept head and tail only
+        assert res.output_bytes >= 100_000_000 and res.output_truncated
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 50_000  # KiB
+    assert time.monotonic() - t < 10
+    assert_still_works(sandbox)
+
+
+def test_environment_secrets_are_out_of_reach(sandbox):
+    assert os.environ["NNRAG_TEST_SECRET"] == SECRET
+    res = run(sandbox, """
+        import os
+        print("env:", os.environ.get("NNRAG_TEST_SECRET"))
+        found = []
+        for pid in os.listdir("/proc"):
+            if pid.isdigit():
+                try:
+                    with open(f"/proc/{pid}/environ", "rb") as fh:
+                        found.append(fh.read().decode(errors="replace"))
+                except OSError:
+                    pass
+        try:
+            with open(f"/proc/{os.getppid()}/environ", "rb") as fh:
+                found.append(fh.read().decode(errors="replace"))
+        except OSError:
+            pass
+        print("\\n".join(found))
+        """)
+    assert end(res, "import")["ok"], res.events
+    assert "env: None" in res.output
+    assert SECRET not in res.output
+    assert_still_works(sandbox)
+
+
+def test_home_directories_are_hidden(sandbox):
+    if not ROOT:
+        pytest.skip("hiding home directories needs a mount namespace (root)")
+    res = run(sandbox, """
+        import os
+        for d in ("/root", "/home"):
+            try:
+                print(d, sorted(os.listdir(d)))
+            except OSError as exc:
+                print(d, "unreadable", exc.strerror)
+        """)
+    assert end(res, "import")["ok"], res.events
+    for line in res.output.splitlines():
+        d, _, rest = line.partition(" ")
+        if d in res.protections["hidden"]:
+            # an empty tmpfs, apart from the interpreter bound back into it
+            import sys
+
+            allowed = {p.split("/")[2] for p in (sys.prefix, sys.exec_prefix)
+                       if p.startswith(d + "/")}
+            assert set(eval(rest)) <= allowed, line
+
+
+# -- the caller's side ----------------------------------------------------------------------
+def test_worker_death_is_repaired_transparently(sandbox):
+    pid = sandbox.worker_pid
+    os.kill(pid, 9)
+    time.sleep(0.1)
+    assert_still_works(sandbox, restarts=1)
+    assert sandbox.worker_pid != pid
+
+
+def test_one_job_at_a_time_from_several_threads(sandbox):
+    results = []
+
+    def go():
+        results.append(sandbox.run(GOOD, "Good"))
+
+    threads = [threading.Thread(target=go) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert len(results) == 3
+    assert all(r.stage_events()["forward"]["ok"] for r in results)
+
+
+def test_caller_never_imports_torch():
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom nnrag_tui.engine.sandbox import Sandbox\n"
+            "from nnrag_tui.engine.validate import Validator\n"
+            "with Validator(Sandbox()) as v:\n"
+            "    r = v.validate('import torch\\nclass A(torch.nn.Module):\\n"
+            "    def forward(self, x):\\n        return x\\n', 'A')\n"
+            "assert r.level == 'forward_ran', r.as_dict()\n"
+            "assert 'torch' not in sys.modules\nprint('ok')\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120)
+    assert out.stdout.strip() == "ok", out.stderr[-2000:]

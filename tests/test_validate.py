@@ -1,0 +1,659 @@
+"""The validator's stages, levels and failure causes on small good and bad files, the failure
+taxonomy on its own, and `nnrag validate NAME|FILE`."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+import pytest
+from helpers import write_config, write_tree
+
+from nnrag_tui.cli import main
+from nnrag_tui.engine import taxonomy
+from nnrag_tui.engine.sandbox import Sandbox, SandboxLimits
+from nnrag_tui.engine.validate import (
+    LEVEL_ORDER,
+    STAGES,
+    StageVerdict,
+    ValidationReport,
+    Validator,
+    failure_table,
+    target_class,
+    undefined_names,
+)
+
+needs_torch = pytest.mark.skipif(
+    __import__("importlib").util.find_spec("torch") is None, reason="torch is not installed")
+
+
+@pytest.fixture(scope="module")
+def validator():
+    sb = Sandbox(limits=SandboxLimits(import_timeout=5.0, instantiate_timeout=5.0,
+                                      forward_timeout=5.0))
+    with sb, Validator(sb) as v:
+        yield v
+
+
+def check(v: Validator, code: str, name: str | None = None, **kw) -> ValidationReport:
+    report = v.validate(textwrap.dedent(code), name, **kw)
+    json.dumps(report.as_dict())  # always JSON-able
+    return report
+
+
+def stages_of(report: ValidationReport) -> dict[str, bool]:
+    return {s.stage: s.ok for s in report.stages}
+
+
+# -- stages 1-3 (no sandbox needed) ----------------------------------------------------------
+def test_syntax_error_stops_at_parse():
+    with Validator(deepest="static") as v:  # never starts a sandbox
+        r = check(v, "def broken(:\n    pass\n", "X")
+    assert stages_of(r) == {"parse": False}
+    assert (r.validated, r.level, r.cause) == (False, "none", "other")
+    assert "line 1" in r.stages[0].diagnostics
+    assert v._sandbox is None
+
+
+def test_newer_grammar_is_named():
+    with Validator(deepest="static") as v:
+        r = check(v, "type Vector = list[float]\n\nclass A:\n    pass\n", "A")
+    assert r.cause == "syntax_newer"
+    assert "type statement" in r.cause_summary
+    assert r.cause_detail["feature"].startswith("the type statement")
+
+
+def test_compile_error_after_a_good_parse():
+    with Validator(deepest="static") as v:
+        r = check(v, "class A:\n    pass\nreturn 1\n", "A")
+    assert stages_of(r) == {"parse": True, "compile": False}
+    assert r.level == "parsed" and "outside function" in r.stages[1].diagnostics
+
+
+def test_undefined_names_are_found_inside_methods():
+    code = """
+        import torch.nn as nn
+
+        class A(nn.Module):
+            def forward(self, x):
+                return helper(x) + undefined_scale
+
+            @staticmethod
+            def other():
+                def inner():
+                    return missing_too
+                return inner
+        """
+    tree = __import__("ast").parse(textwrap.dedent(code))
+    found = undefined_names(tree)
+    assert [(u["name"], u["scope"]) for u in found] == [
+        ("helper", "A.forward"), ("undefined_scale", "A.forward"),
+        ("missing_too", "A.other.inner")]
+
+
+def test_static_is_clean_for_builtins_globals_and_dunder_names():
+    code = "__all__ = ['A']\nX = len([])\nclass A:\n    n = __name__\n    f = __file__\n"
+    assert undefined_names(__import__("ast").parse(code)) == []
+
+
+def test_undefined_export_is_reported():
+    tree = __import__("ast").parse("__all__ = ['Gone']\n")
+    assert [u["kind"] for u in undefined_names(tree)] == ["UndefinedExport"]
+
+
+STATIC_CASES = {
+    "clean": "import torch\nfrom torch import nn\n\nclass A(nn.Module):\n"
+             "    def forward(self, x):\n        return torch.relu(x)\n",
+    "in_method": "class A:\n    def f(self):\n        return helper(1)\n",
+    "undefined_local": "scale = 2\n\ndef f(x):\n    y = x * scale\n    scale = 3\n"
+                       "    return y\n",
+    "global_in_function": "def setup():\n    global CACHE\n    CACHE = {}\n\n"
+                          "def use():\n    return CACHE\n",
+    "conditional": "try:\n    import numpy as np\nexcept ImportError:\n    np = None\n\n"
+                   "def f():\n    return np, missing\n",
+    "export": "__all__ = ['A', 'Gone']\n\nclass A:\n    pass\n",
+    "decorated": "import functools\n\n@functools.lru_cache()\ndef f():\n"
+                 "    return g()\n",
+    "string_annotation": "def f(x: 'Tensor') -> 'Other':\n    return x\n",
+    "comprehension": "def f(xs):\n    return [y for y in xs if y > limit]\n",
+    "class_scope": "class A:\n    n = 3\n    def f(self):\n        return n\n",
+}
+
+
+@pytest.mark.parametrize("case", sorted(STATIC_CASES))
+def test_static_cache_gives_pyflakes_own_verdict(case):
+    """The per-statement cache reports exactly what pyflakes reports on the whole file, the
+    second time from the cache."""
+    ast = __import__("ast")
+    from nnrag_tui.engine.validate import StaticCache
+
+    code = STATIC_CASES[case]
+    whole = undefined_names(ast.parse(code))
+    cache = StaticCache()
+    first = undefined_names(ast.parse(code), code=code, cache=cache)
+    again = undefined_names(ast.parse(code), code=code, cache=cache)
+    assert first == whole == again
+    assert cache.hits > 0
+    kinds = {u["kind"] for u in whole}
+    if case == "undefined_local":
+        assert kinds == {"UndefinedLocal"}
+    if case == "export":
+        assert [(u["name"], u["kind"]) for u in whole] == [("Gone", "UndefinedExport")]
+    if case in ("clean", "global_in_function"):
+        assert whole == []
+
+
+def test_static_cache_reuses_statements_across_files():
+    ast = __import__("ast")
+    from nnrag_tui.engine.validate import StaticCache
+
+    shared = "def helper(x):\n    return x + OFFSET\n"
+    a = "OFFSET = 1\n\n" + shared
+    b = "import math\n\n" + shared  # the same statement, OFFSET not bound here
+    cache = StaticCache()
+    assert undefined_names(ast.parse(a), code=a, cache=cache) == []
+    misses = cache.misses
+    found = undefined_names(ast.parse(b), code=b, cache=cache)
+    assert [(u["name"], u["line"], u["scope"]) for u in found] == [("OFFSET", 4, "helper")]
+    assert cache.misses == misses + 1  # only `import math` was new
+
+
+TRICKY = '''"""Module docstring."""
+from __future__ import annotations
+
+import functools
+# a comment at column 0
+@functools.lru_cache()
+@functools.wraps(print)
+def cached(x: Tensor) -> int:
+    return x
+
+
+TEXT = """
+def not_code():
+class Nope:
+"""
+if TEXT:
+    FLAG = 1
+else:
+    FLAG = 2
+try:
+    import numpy as np
+except ImportError:
+    np = None
+finally:
+    pass
+"a stray string statement"
+value = (1 +
+2)
+
+
+class Block:
+    """Uses a name that is nowhere."""
+
+    def forward(self, x):
+        return missing_helper(x)
+
+
+__all__ = ["Block"]
+'''
+
+
+def test_split_chunks_keeps_statements_whole():
+    from nnrag_tui.engine.validate import split_chunks
+
+    chunks = split_chunks(TRICKY)
+    assert "".join(text for _, text in chunks) == TRICKY
+    starts = [TRICKY.split("\n")[line - 1] for line, _ in chunks]
+    assert starts[0] == '"""Module docstring."""'  # the future import stays with it
+    assert "@functools.lru_cache()" in starts
+    assert not any(s.startswith(("def cached", "@functools.wraps")) for s in starts)
+    assert "else:" not in starts and "except ImportError:" not in starts
+    assert "2)" not in starts
+    assert "def not_code():" in starts  # a false start inside a string...
+
+
+def test_incremental_source_stages_match_the_whole_file():
+    """...which the incremental path detects (the chunk before does not parse alone): the
+    verdicts, target and executed namespace are those of the whole-file path, and a second
+    file reuses the cached chunks."""
+    from nnrag_tui.engine.validate import StaticCache, source_stages
+
+    cache = StaticCache()
+    whole = source_stages(TRICKY, "/tmp/t.py")
+    for _ in range(2):
+        inc = source_stages(TRICKY, "/tmp/t.py", cache=cache)
+        assert [(v.stage, v.ok, v.detail.get("undefined")) for v in inc.verdicts] == [
+            (v.stage, v.ok, v.detail.get("undefined")) for v in whole.verdicts]
+        assert (inc.target, inc.proceed) == (whole.target, whole.proceed) == ("Block", True)
+    assert [(u["name"], u["scope"]) for u in whole.verdicts[2].detail["undefined"]] == [
+        ("Tensor", "cached"), ("missing_helper", "Block.forward")]
+    simple = ("import math\n\n\ndef area(r):\n    return math.pi * r * r\n\n\n"
+              "class Circle:\n    def __init__(self, r):\n        self.a = area(r)\n\n"
+              "    def fail(self):\n        raise ValueError(self.a)\n")
+    first = source_stages(simple, "/tmp/a.py", cache=cache)
+    assert isinstance(first.code_object, list)  # chunk by chunk
+    assert first.verdicts[0].detail["new_chunks"] == 3
+    n = len(cache.chunks)
+    moved = "X = 1\n" + simple  # the same chunks, one line further down
+    second = source_stages(moved, "/tmp/b.py", cache=cache)
+    assert len(cache.chunks) == n + 1  # only `X = 1` was new
+    assert second.verdicts[0].detail["new_chunks"] == 1
+    namespace: dict = {"__name__": "b"}
+    for part, _ in second.code_object:
+        exec(part, namespace)
+    with pytest.raises(ValueError) as info:
+        namespace["Circle"](2.0).fail()
+    frame = info.traceback[-1]
+    assert (str(frame.path), frame.lineno + 1) == ("/tmp/b.py", 14)  # the file's own line
+
+
+def test_incremental_docstring_and_errors_keep_whole_file_semantics():
+    from nnrag_tui.engine.validate import StaticCache, source_stages
+
+    cache = StaticCache()
+    check = source_stages('"""Module docstring."""\nimport math\n"a stray string"\n'
+                          'X = math.pi\n', "/tmp/t.py", cache=cache)
+    assert isinstance(check.code_object, list)
+    ns: dict = {"__name__": "t"}
+    for part, restore_doc in check.code_object:
+        doc = ns.get("__doc__")
+        exec(part, ns)
+        if restore_doc:
+            ns["__doc__"] = doc
+    assert ns["__doc__"] == "Module docstring."  # not the stray string statement
+    broken = "import math\n\n\ndef f():\n    return 1\n\n\nclass A:\n    x = (\n"
+    r = source_stages(broken, "/tmp/c.py", cache=cache)
+    assert [(v.stage, v.ok) for v in r.verdicts] == [("parse", False)]
+    assert r.verdicts[0].diagnostics.startswith("line 9")
+    late = "import math\n\n\ndef f():\n    return 1\nreturn 2\n"
+    r = source_stages(late, "/tmp/d.py", cache=cache)
+    assert [(v.stage, v.ok) for v in r.verdicts] == [("parse", True), ("compile", False)]
+    assert r.verdicts[1].diagnostics.startswith("line 6")
+
+
+def test_target_class_prefers_all_then_last_class():
+    ast = __import__("ast")
+    assert target_class(ast.parse("class A: pass\nclass B: pass\n__all__ = ['A']\n")) == "A"
+    assert target_class(ast.parse("class A: pass\nclass B: pass\n")) == "B"
+    assert target_class(ast.parse("x = 1\n")) is None
+
+
+# -- stages 4-6 -------------------------------------------------------------------------------
+@needs_torch
+def test_good_block_reaches_forward(validator):
+    r = check(validator, """
+        import torch
+        from torch import nn
+
+        class Good(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(8, 4)
+
+            def forward(self, x):
+                return self.fc(x)
+        """, "Good")
+    assert r.validated and r.level == "forward_ran" and r.cause is None
+    assert [s.stage for s in r.stages] == list(STAGES)
+    fwd = r.stage("forward")
+    assert fwd.detail["input"] == [[2, 16, 8]]  # from the first Linear's in_features
+    assert fwd.detail["output"] == [[2, 16, 4]]
+    assert all(isinstance(s, StageVerdict) and s.seconds >= 0 for s in r.stages)
+
+
+@needs_torch
+def test_undefined_name_in_a_method_is_not_validated_although_it_imports(validator):
+    r = check(validator, """
+        import torch.nn as nn
+
+        class A(nn.Module):
+            def forward(self, x):
+                return helper(x)
+        """, "A")
+    assert stages_of(r)["static"] is False and stages_of(r)["import"] is True
+    assert not r.validated and r.level == "compiled"
+    assert r.cause == "unresolved_name"
+    assert r.cause_detail["names"] == ["helper"]
+    assert r.cause_detail["where"][0]["scope"] == "A.forward"
+    # the forward stage ran into it too, and says where
+    assert r.stage("forward").detail["cause"] == "unresolved_name"
+
+
+@needs_torch
+def test_missing_external_names_module_and_distribution(validator):
+    r = check(validator, """
+        import not_a_real_pkg
+        import torch.nn as nn
+
+        class A(nn.Module):
+            pass
+        """, "A")
+    assert stages_of(r) == {"parse": True, "compile": True, "static": True, "import": False}
+    assert not r.validated and r.level == "static_clean"
+    assert r.cause == "missing_external"
+    assert r.cause_detail["module"] == "not_a_real_pkg"
+    assert "ModuleNotFoundError" in r.stage("import").diagnostics
+
+
+@needs_torch
+def test_constructor_arguments_are_inferred(validator):
+    r = check(validator, """
+        import torch
+        import torch.nn as nn
+
+        class Attention(nn.Module):
+            def __init__(self, dim: int, num_heads: int, qkv_bias: bool = False,
+                         attn_drop: float = 0.0):
+                super().__init__()
+                assert dim % num_heads == 0
+                self.num_heads = num_heads
+                self.qkv = nn.Linear(dim, dim * 3, bias=qkv_bias)
+                self.proj = nn.Linear(dim, dim)
+
+            def forward(self, x):
+                B, N, C = x.shape
+                qkv = self.qkv(x).reshape(B, N, 3, self.num_heads, C // self.num_heads)
+                q, k, v = qkv.permute(2, 0, 3, 1, 4)
+                attn = (q @ k.transpose(-2, -1)).softmax(dim=-1)
+                return self.proj((attn @ v).transpose(1, 2).reshape(B, N, C))
+        """, "Attention")
+    assert r.level == "forward_ran", r.as_dict()
+    inst = r.stage("instantiate")
+    assert inst.detail["args"] == {"dim": "64", "num_heads": "4"}
+    assert r.stage("forward").detail["input"] == [[2, 16, 64]]
+
+
+@needs_torch
+def test_forward_with_an_nchw_probe(validator):
+    r = check(validator, """
+        import torch.nn as nn
+
+        class ConvBnAct(nn.Module):
+            def __init__(self, in_chs, out_chs, kernel_size=3, stride=1):
+                super().__init__()
+                self.conv = nn.Conv2d(in_chs, out_chs, kernel_size, stride, kernel_size // 2)
+                self.bn = nn.BatchNorm2d(out_chs)
+                self.act = nn.ReLU()
+
+            def forward(self, x):
+                assert x.dim() == 4
+                return self.act(self.bn(self.conv(x)))
+        """, "ConvBnAct")
+    assert r.level == "forward_ran"
+    fwd = r.stage("forward")
+    assert fwd.detail["input_kind"] == "nchw"
+    assert fwd.detail["input"] == [[2, 64, 32, 32]]
+    assert fwd.detail["output"] == [[2, 64, 32, 32]]
+    assert "2x64x32x32 -> 2x64x32x32" in fwd.diagnostics
+
+
+@needs_torch
+def test_forward_failing_on_every_probe_is_probe_shape_and_still_validated(validator):
+    r = check(validator, """
+        import torch.nn as nn
+
+        class Picky(nn.Module):
+            def forward(self, x):
+                if x.shape != (7, 7, 7, 7, 7, 7):
+                    raise ValueError(f"wants a 6-d 7x...x7 tensor, got {tuple(x.shape)}")
+                return x
+        """, "Picky")
+    assert r.validated and r.level == "instantiated"
+    assert r.cause == "probe_shape"
+    fwd = r.stage("forward")
+    assert not fwd.ok and len(fwd.detail["attempts"]) >= 4  # several shapes were tried
+    assert len({tuple(a["input"]) for a in fwd.detail["attempts"]}) == len(
+        fwd.detail["attempts"])
+
+
+@needs_torch
+def test_unguessable_constructor_needs_arguments(validator):
+    r = check(validator, """
+        import torch.nn as nn
+
+        class FromConfig(nn.Module):
+            def __init__(self, cfg):
+                super().__init__()
+                self.fc = nn.Linear(cfg["dim"], cfg["dim"])
+        """, "FromConfig")
+    assert r.validated and r.level == "imported"
+    assert r.cause == "needs_arguments"
+    assert r.stage("forward") is None  # never faked: no instance, no forward verdict
+
+
+@needs_torch
+def test_string_registry_lookup_is_dynamic_registry(validator):
+    r = check(validator, """
+        import torch.nn as nn
+
+        _REGISTRY = {"relu": nn.ReLU}
+
+        def get_act_layer(name):
+            return _REGISTRY[name]
+
+        class Block(nn.Module):
+            def __init__(self, act="swishy"):
+                super().__init__()
+                self.act = get_act_layer(act)()
+        """, "Block")
+    assert r.validated and r.cause == "dynamic_registry"
+    assert r.cause_detail["key"] == "swishy"
+
+
+@needs_torch
+def test_native_op_and_definition_order(validator):
+    r = check(validator, """
+        import torch
+        op = torch.ops.nnrag_no_such_lib.fused_thing
+        """, "X")
+    assert r.cause == "native_op", r.cause_summary
+    r = check(validator, """
+        import torch.nn as nn
+
+        class A(B):
+            pass
+
+        class B(nn.Module):
+            pass
+        """, "A")
+    assert r.cause in ("circular_import", "unresolved_name")
+    assert r.stage("import").ok is False
+
+
+@needs_torch
+def test_deepest_import_stops_at_the_validated_bar(validator):
+    with Validator(validator.sandbox, deepest="import") as v:
+        r = check(v, "import torch.nn as nn\nclass A(nn.Module):\n    pass\n", "A")
+    assert r.validated and r.level == "imported"
+    assert [s.stage for s in r.stages] == ["parse", "compile", "static", "import"]
+
+
+@needs_torch
+def test_timeout_and_crash_causes(validator):
+    with Validator(validator.sandbox, timeouts={"instantiate": 1.0}) as short:
+        r = short.validate("import torch.nn as nn\nclass A(nn.Module):\n"
+                           "    def __init__(self):\n        super().__init__()\n"
+                           "        while True:\n            pass\n", "A")
+    assert r.validated and r.cause == "timeout"
+    assert r.cause_detail["stage"] == "instantiate"
+    assert 1.0 <= r.stage("instantiate").seconds < 4.0
+    r = validator.validate("import ctypes\nctypes.string_at(0)\n", "A")
+    assert r.cause == "signal" and r.cause_detail["signal"] == "SIGSEGV"
+    r = validator.validate("import os\nos._exit(3)\n", "A")
+    assert r.cause == "other" and r.cause_detail["exit_code"] == 3
+    r = validator.validate("import sys\nsys.exit(1)\n", "A")
+    assert r.cause == "other" and "sys.exit(1)" in r.cause_summary
+    r = validator.validate("x = bytearray(50 * 2**30)\n", "A")
+    assert r.cause == "memory_limit"
+
+
+# -- reports and tables ----------------------------------------------------------------------
+def _report(name, validated, level, cause):
+    return ValidationReport(name=name, stages=(), validated=validated, level=level,
+                            cause=cause)
+
+
+def test_failure_table_counts_by_cause():
+    reports = [_report("a", False, "static_clean", "missing_external"),
+               _report("b", False, "static_clean", "missing_external"),
+               _report("c", True, "imported", "needs_arguments"),
+               _report("d", True, "forward_ran", None),
+               _report("e", False, "none", "syntax_newer").as_dict()]
+    assert failure_table(reports) == {"missing_external": 2, "needs_arguments": 1,
+                                      "syntax_newer": 1}
+    assert failure_table(reports, validated=False) == {"missing_external": 2,
+                                                       "syntax_newer": 1}
+    assert next(iter(failure_table(reports))) == "missing_external"
+    text = taxonomy.format_failure_table(failure_table(reports), total=5)
+    assert "missing_external" in text and "40.0%" in text
+
+
+def test_levels_are_ordered():
+    r = _report("x", True, "instantiated", "probe_shape")
+    assert r.reached("imported") and r.reached("instantiated") and not r.reached("forward_ran")
+    assert LEVEL_ORDER[0] == "none" and LEVEL_ORDER[-1] == "forward_ran"
+
+
+# -- the taxonomy on its own -----------------------------------------------------------------
+@pytest.mark.parametrize("stage,error,kind", [
+    ("import", {"type": "OSError", "message": "libfoo.so: undefined symbol: _ZN3c10"},
+     "native_op"),
+    ("import", {"type": "ModuleNotFoundError", "message": "No module named 'mmcv._ext'",
+                "module": "mmcv._ext"}, "native_op"),
+    ("import", {"type": "ModuleNotFoundError", "message": "No module named 'flash_attn'",
+                "module": "flash_attn"}, "native_op"),
+    ("forward", {"type": "AssertionError", "message": "Torch not compiled with CUDA enabled"},
+     "native_op"),
+    ("import", {"type": "ImportError", "message": "cannot import name 'x' from partially "
+                "initialized module 'm' (most likely due to a circular import)"},
+     "circular_import"),
+    ("import", {"type": "ModuleNotFoundError", "message": "No module named 'cv2'",
+                "module": "cv2"}, "missing_external"),
+    ("instantiate", {"type": "KeyError", "message": "'gelu_fancy'", "key": "gelu_fancy"},
+     "dynamic_registry"),
+    ("instantiate", {"type": "TypeError", "message": "__init__() missing 1 required "
+                     "positional argument: 'cfg'"}, "needs_arguments"),
+    ("forward", {"type": "RuntimeError", "message": "mat1 and mat2 shapes cannot be "
+                 "multiplied (32x5 and 64x64)"}, "probe_shape"),
+    ("import", {"type": "MemoryError", "message": ""}, "memory_limit"),
+    ("forward", {"type": "RuntimeError", "message": "DefaultCPUAllocator: can't allocate "
+                 "memory: you tried to allocate 53687091200 bytes"}, "memory_limit"),
+    ("import", {"type": "NameError", "message": "name 'Foo' is not defined", "name": "Foo",
+                "frames": [{"file": "/tmp/block/block.py", "line": 3, "func": "<module>"}]},
+     "unresolved_name"),
+    ("import", {"type": "SystemExit", "message": "2", "code": "2"}, "other"),
+])
+def test_classify(stage, error, kind):
+    assert taxonomy.classify(stage, error).kind == kind
+
+
+def test_classify_without_an_error():
+    assert taxonomy.classify("forward", None, killed={"reason": "timeout", "stage": "forward",
+                                                      "after": 2.0}).kind == "timeout"
+    assert taxonomy.classify("import", None, exit={"signal": "SIGSEGV"}).detail["signal"] \
+        == "SIGSEGV"
+    assert taxonomy.classify("import", None, exit={"signal": "SIGKILL"}).kind == "memory_limit"
+    assert taxonomy.classify("import", None, exit={"signal": "SIGXCPU"}).kind == "timeout"
+    assert taxonomy.classify("import", None, exit={"code": 3}).detail["exit_code"] == 3
+
+
+def test_missing_external_knows_distributions():
+    cause = taxonomy.classify("import", {"type": "ModuleNotFoundError",
+                                         "message": "No module named 'PIL'", "module": "PIL"})
+    assert cause.detail["distribution"] == "Pillow"
+    assert taxonomy.distribution_for("cv2") == "opencv-python"
+    assert taxonomy.distribution_for("sklearn.linear_model") == "scikit-learn"
+    assert taxonomy.distribution_for("pyflakes.checker") == "pyflakes"  # installed: metadata
+    assert taxonomy.distribution_for("surely_nothing_here") is None
+
+
+def test_every_cause_is_in_the_fixed_list():
+    assert set(taxonomy.CAUSES) == {
+        "missing_external", "native_op", "unresolved_name", "circular_import",
+        "dynamic_registry", "needs_arguments", "probe_shape", "timeout", "memory_limit",
+        "signal", "syntax_newer", "other"}
+
+
+# -- the command line ------------------------------------------------------------------------
+GOOD_FILE = """
+import torch
+from torch import nn
+
+
+class Scale(nn.Module):
+    def __init__(self, dim: int):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x):
+        return x * self.weight
+
+
+__all__ = ["Scale"]
+"""
+
+
+@needs_torch
+def test_cli_validates_a_file(tmp_path, capsys):
+    good = tmp_path / "scale.py"
+    good.write_text(GOOD_FILE)
+    assert main(["validate", str(good), "--timeout", "5"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("Scale: validated (level: forward_ran)")
+    for stage in STAGES:
+        assert f"  {stage}" in out
+    assert "(dim=64)" in out and "2x16x64 -> 2x16x64" in out
+
+
+def test_cli_json_and_exit_code_of_a_file_that_fails(tmp_path, capsys):
+    bad = tmp_path / "bad.py"
+    bad.write_text("class A:\n    def f(self):\n        return helper()\n")
+    assert main(["validate", str(bad), "--json", "--stage", "static"]) == 1
+    report = json.loads(capsys.readouterr().out)
+    assert report["validated"] is False and report["cause"] == "unresolved_name"
+    assert report["file"] == str(bad)
+    assert [s["stage"] for s in report["stages"]] == ["parse", "compile", "static"]
+    assert report["stages"][2]["detail"]["undefined"][0]["scope"] == "A.f"
+    assert main(["validate", str(bad), "--stage", "static"]) == 1
+    out = capsys.readouterr().out
+    assert "static       FAIL" in out and "cause: unresolved_name" in out
+
+
+def test_cli_usage_errors(tmp_path, capsys):
+    assert main(["validate", str(tmp_path / "missing.py")]) == 2
+    assert "no such file" in capsys.readouterr().err
+
+
+@needs_torch
+def test_cli_validates_a_block_by_name(tmp_path, capsys):
+    corpus = write_tree(tmp_path / "corp", {
+        "mini/__init__.py": "",
+        "mini/helpers.py": "def width(c):\n    return c * 2\n",
+        "mini/blocks.py": textwrap.dedent("""
+            import torch.nn as nn
+            from .helpers import width
+
+
+            class Widen(nn.Module):
+                def __init__(self, channels: int):
+                    super().__init__()
+                    self.fc = nn.Linear(channels, width(channels))
+
+                def forward(self, x):
+                    return self.fc(x)
+            """),
+    })
+    cfg = write_config(tmp_path / "cfg.json", {"mini": {"path": str(corpus / "mini")}})
+    code = main(["validate", "Widen", "--config", str(cfg), "--cache-dir",
+                 str(tmp_path / "cache"), "--json", "--timeout", "5"])
+    captured = capsys.readouterr()
+    assert code == 0, captured
+    report = json.loads(captured.out)
+    assert report["validated"] and report["level"] == "forward_ran"
+    assert report["block"].endswith("Widen")
+    fwd = next(s for s in report["stages"] if s["stage"] == "forward")
+    assert fwd["detail"]["output"] == [[2, 16, 128]]
+    code = main(["validate", "NoSuchBlock", "--config", str(cfg), "--cache-dir",
+                 str(tmp_path / "cache")])
+    assert code == 2
