@@ -114,14 +114,14 @@ def run(names: list[str], ex: BlockExtractor | None, sandboxes: list[Sandbox],
     cpu1 = _cpu(sandboxes)
     cpu = {k: round(cpu1[k] - cpu0[k], 2) for k in cpu0}
     reports = [r["report"] for r in results.values()]
-    stage_times: dict[str, list[float]] = {s: [] for s in ("import", "instantiate",
-                                                           "forward")}
+    stage_times: dict[str, list[float]] = {s: [] for s in (
+        "parse", "compile", "static", "import", "instantiate", "forward")}
     for rep in reports:
         for s in rep.stages:
             if s.stage in stage_times and s.ok:
                 stage_times[s.stage].append(s.seconds)
-    sandboxed = [sum(s.seconds for s in rep.stages if s.stage in stage_times)
-                 for rep in reports]
+    sandboxed = [sum(s.seconds for s in rep.stages
+                     if s.stage in ("import", "instantiate", "forward")) for rep in reports]
     levels = {lvl: sum(1 for rep in reports if rep.reached(lvl)) for lvl in LEVEL_ORDER[1:]}
     validated = [n for n, r in results.items() if r["report"].validated]
     return {
@@ -302,14 +302,15 @@ def print_summary(report: dict) -> None:
             continue
         r = report[part]
         print(f"## {part} ({TITLES[part]}): {r['blocks']} blocks, {r['extracted']} "
-              f"extracted, {r['validated']} validated ({report['jobs']} sandboxes, "
-              f"{report['timeout_s']:g} s per stage)")
+              f"extracted, {r['validated']} validated ({report['jobs']} sandboxes; limits: "
+              f"import {report['import_timeout_s']:g} s, instantiate and forward "
+              f"{report['timeout_s']:g} s)")
         sm = r["stage_ms_median"]
-        fmt = lambda v: f"{v:.1f} ms" if v is not None else "-"
-        print(f"validation per block: median {r['validate_ms_median']:.1f} ms, p90 "
-              f"{r['validate_ms_p90']:.1f} ms; sandboxed stages median "
-              f"{r['sandboxed_stages_ms_median']:.1f} ms (import {fmt(sm['import'])}, "
-              f"instantiate {fmt(sm['instantiate'])}, forward {fmt(sm['forward'])})")
+        stages = ", ".join(f"{k} {v:.1f}" for k, v in sm.items() if v is not None)
+        print(f"per block, median: import+instantiate+forward "
+              f"{r['sandboxed_stages_ms_median']:.1f} ms; stages ({stages}) ms; whole "
+              f"validate() call {r['validate_ms_median']:.1f} ms (p90 "
+              f"{r['validate_ms_p90']:.1f} ms)")
         wall = r.get("wall_s_including_resolver_load", r["wall_s"])
         what = "validate" if part == "all_timm_deep" else "extract + validate"
         print(f"{what} wall: {wall:.1f} s (extract median {r['extract_ms_median']:.1f} ms); "
