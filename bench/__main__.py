@@ -5,6 +5,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from run import main  # noqa: E402
+from run import main
 
 sys.exit(main())

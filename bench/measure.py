@@ -156,7 +156,7 @@ def pct(xs, q: float):
     return xs[min(len(xs) - 1, int(round(q * (len(xs) - 1))))] if xs else None
 
 
-def mib(n: int | float | None) -> float | None:
+def mib(n: float | None) -> float | None:
     return None if n is None else round(n / 2**20, 1)
 
 

@@ -26,7 +26,7 @@ ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(HERE))
 
-from measure import emit  # noqa: E402
+from measure import emit
 
 SUBSET = {"timm": ["timm/models", "timm/layers"],
           "torchvision": ["torchvision/models", "torchvision/ops"]}
@@ -103,6 +103,7 @@ def phase_index(args) -> dict:
         out["resolver_s"] = time.perf_counter() - t3
     if args.digest:
         from index_bench import index_digest
+
         from nnrag_tui.engine.extractor import INDEX_FILE
 
         ex.close()

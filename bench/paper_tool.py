@@ -28,7 +28,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from measure import Measured, check, run_measured  # noqa: E402
+from measure import Measured, check, run_measured
 
 VERSION = "2.2.4"
 TORCH = "torch==2.13.0"
@@ -57,7 +57,7 @@ class PaperTool:
         out = subprocess.run([str(self.python), "-c",
                               "from importlib.metadata import version as v;"
                               "print(v('nn-rag'), v('torch'))"],
-                             capture_output=True, text=True)
+                             capture_output=True, text=True, check=False)
         return out.stdout.strip() if out.returncode == 0 else None
 
     def ensure_venv(self) -> str:

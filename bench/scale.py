@@ -25,7 +25,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 
-from measure import check, median, mib, run_measured  # noqa: E402
+from measure import check, median, mib, run_measured
 
 CORPORA = {
     # name: (pip spec, unpacked directory name, indexed sub-directory, target seconds)
