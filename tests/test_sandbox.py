@@ -396,6 +396,24 @@ def test_home_directories_are_hidden(sandbox):
             assert set(eval(rest)) <= allowed, line
 
 
+def test_without_namespaces_the_report_says_what_is_missing(tmp_path):
+    """The non-root shape of the sandbox (no namespaces, no uid change): it still times out,
+    limits and scrubs, and says plainly which protections it lacks."""
+    with Sandbox(mounts=False, pid_namespace=False, network=True, uid=None,
+                 limits=SandboxLimits(import_timeout=1.0)) as sb:
+        res = run(sb, "import os\nprint(sorted(os.environ))\nwhile True:\n    pass\n")
+        prot = res.protections
+        assert res.killed and res.killed["stage"] == "import"
+        for key in ("pid_namespace", "network_isolated", "mount_namespace", "private_tmp",
+                    "readonly_root"):
+            assert prot[key] is False
+        assert any("no private /tmp" in n for n in prot["notes"])
+        assert prot["rlimits"]["RLIMIT_AS"][0] == sb.limits.memory
+        assert "NNRAG_TEST_SECRET" not in res.output
+        assert not Path(prot["workdir"]).exists()  # the worker removed the block directory
+        assert_still_works(sb)
+
+
 # -- the caller's side ----------------------------------------------------------------------
 def test_worker_death_is_repaired_transparently(sandbox):
     pid = sandbox.worker_pid

@@ -241,7 +241,7 @@ def test_incremental_source_stages_match_the_whole_file():
     assert second.verdicts[0].detail["new_chunks"] == 1
     namespace: dict = {"__name__": "b"}
     for part, _ in second.code_object:
-        exec(part, namespace)
+        exec(part, namespace)  # noqa: S102
     with pytest.raises(ValueError) as info:
         namespace["Circle"](2.0).fail()
     frame = info.traceback[-1]
@@ -258,7 +258,7 @@ def test_incremental_docstring_and_errors_keep_whole_file_semantics():
     ns: dict = {"__name__": "t"}
     for part, restore_doc in check.code_object:
         doc = ns.get("__doc__")
-        exec(part, ns)
+        exec(part, ns)  # noqa: S102
         if restore_doc:
             ns["__doc__"] = doc
     assert ns["__doc__"] == "Module docstring."  # not the stray string statement

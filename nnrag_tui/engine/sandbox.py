@@ -34,10 +34,25 @@ bounded output                         the block's sys.stdout/err keep 64 KiB;  
                                        which keeps head and tail
 =====================================  ==========================================  =========
 
-Every job reports which of these held (``SandboxResult.protections``). A block can still read
-world-readable files outside the hidden directories, and, since it runs in the same process as
-the stage harness, a deliberately malicious block could forge its own stage results: the
-sandbox protects the machine from the block, not the verdict from a block written to cheat.
+Every job reports which of these held (``SandboxResult.protections``). What does not hold:
+
+- A block can read world-readable files outside the hidden directories (read-only).
+- Memory is limited per process (RLIMIT_AS), not per process tree: a block that forks up to
+  RLIMIT_NPROC children could use that many times the limit. cgroups would bound the tree, but
+  they belong to the host's service manager and are left alone.
+- Without root (no CAP_SYS_ADMIN): no PID or mount namespace and no uid drop. What remains is
+  the rlimits, the process-group kill, the scrubbed environment, a fresh directory, bounded
+  output and, where the kernel allows unprivileged user namespaces, no network; writes
+  outside the block directory are then stopped by the user's own permissions only. The
+  report's ``notes`` say which applied. (CI runs as root; this path is not exercised there.)
+- The block runs in the same process as the stage harness, so a block written to cheat could
+  forge its own import/instantiate/forward results (never parse/compile/static, which the
+  worker judges before the child exists): the sandbox protects the machine from the block,
+  not the verdict from a cheat.
+
+Stages 1-3 (parse, compile, static; ``validate.source_stages``) run in the worker itself when
+``nnrag_tui`` and pyflakes import there (``info["source_stages"]``): they never execute the
+block, and their per-chunk cache lives as long as the worker.
 """
 
 from __future__ import annotations
