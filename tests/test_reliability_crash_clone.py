@@ -99,7 +99,7 @@ def test_sigkill_during_cloning_and_fetching_then_the_next_run_equals_a_fresh_on
         proc = spawn_cli(["index", "--config", str(config), "--cache-dir", str(cache),
                           "--policy", "always", "--workers", "2"], env)
         err = read_until(proc, b"preparing", 60)
-        time.sleep(rng.uniform(0.0, 0.25 if rng.random() < 0.5 else 1.0))  # git, then index
+        time.sleep(rng.uniform(0.0, 0.25 if rng.random() < 0.5 else 0.6))  # git, then index
         status, leftovers = sigkill(proc)
         err += proc.stderr.read()
         proc.stderr.close()
