@@ -105,10 +105,6 @@ class ModuleIndex:
                     return e
         return cands[0]
 
-    def has_package_prefix(self, module: str, from_source: str | None) -> bool:
-        """Whether some corpus module lives under ``module`` (a namespace package)."""
-        return self.find_module(module, from_source) is not None
-
     # -- names -----------------------------------------------------------------------------
     def lookup(self, entry: ModuleEntry, name: str, _depth: int = 0) -> Target:
         """The module-level binding of ``name`` as seen from inside ``entry``."""

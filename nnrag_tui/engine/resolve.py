@@ -586,11 +586,3 @@ def _decode(data: bytes) -> str:
     except (SyntaxError, UnicodeDecodeError, LookupError):
         text = data.decode("utf-8", "replace")
     return text[1:] if text.startswith("\ufeff") else text
-
-
-def parse_ok(text: str) -> bool:
-    try:
-        ast.parse(text)
-        return True
-    except SyntaxError:
-        return False
