@@ -1,6 +1,7 @@
 """The registry of saved blocks: save/list/show/remove/export on real extractions, versions and
 idempotent saves, provenance (SWHIDs checked against git), requirement pins, name sanitization,
-the `nnrag registry` commands, concurrent savers, and a SIGKILL storm during 200 saves."""
+the `nnrag registry` commands and concurrent savers. The SIGKILL storm during saves, driven by
+this module's saver, is in test_reliability_crash_registry.py."""
 
 from __future__ import annotations
 
@@ -9,12 +10,9 @@ import dataclasses
 import json
 import os
 import pickle
-import random
 import re
-import signal
 import subprocess
 import sys
-import time
 from importlib import metadata
 from pathlib import Path
 
@@ -597,63 +595,3 @@ def test_two_processes_saving_at_once_corrupt_nothing(saver, tmp_path):
     variants = sorted(variant_of(reg.code("Blk0", v)) for v in row.versions)
     assert variants == list(range(60))
     assert all(reg.verify("Blk0", v) == [] for v in row.versions)
-
-
-def test_sigkill_during_200_saves_leaves_only_complete_blocks(saver, tmp_path):
-    total, names, target_kills = 200, 10, 30
-    data = tmp_path / "crash"
-    progress = tmp_path / "crash.progress"
-    rng = random.Random(os.environ.get("NNRAG_KILL_SEED", "4"))
-    kills = early = mid_save = restarts = 0
-    t0 = time.monotonic()
-
-    def completed() -> int:
-        try:
-            return sum(1 for ln in progress.read_text().splitlines(keepends=True)
-                       if ln.endswith("\n"))
-        except FileNotFoundError:
-            return 0
-
-    while completed() < total:
-        assert time.monotonic() - t0 < 90, "the kill loop is taking too long"
-        proc = saver(data, progress, 0, total, names)
-        restarts += 1
-        if kills >= target_kills:
-            _, err = proc.communicate(timeout=120)
-            assert proc.returncode == 0, err
-            break
-        if rng.random() < 0.2:  # during start-up: imports, opening and cleaning up
-            time.sleep(rng.uniform(0.0, 0.6))
-            early += 1
-        else:  # while saving
-            assert proc.stdout.readline() == "ready\n", proc.stderr.read()
-            time.sleep(rng.uniform(0.0, 0.12))
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
-        proc.stdout.close()
-        proc.stderr.close()
-        if proc.returncode != -signal.SIGKILL:
-            continue  # it finished first
-        kills += 1
-        staging = data / BLOCKS_DIR / STAGING
-        mid_save += staging.is_dir() and bool(os.listdir(staging))
-        on_disk = check_complete_on_disk(data)
-        assert check_registry(data) == on_disk  # lists exactly the complete versions
-
-    assert completed() == total
-    assert kills >= 20
-    listed = check_registry(data)
-    assert listed == check_complete_on_disk(data)
-    # every variant saved exactly once, in order, with no gaps: v(j+1) of Blk<k> is 10j+k
-    reg = Registry(data)
-    assert sorted(listed) == [f"Blk{k}" for k in range(names)]
-    for k in range(names):
-        assert listed[f"Blk{k}"] == list(range(1, total // names + 1))
-        for j in range(total // names):
-            assert variant_of(reg.code(f"Blk{k}", j + 1)) == names * j + k
-    validated = sum(1 for k in range(names) for j in range(total // names)
-                    if reg.show(f"Blk{k}", j + 1).provenance["validation"])
-    assert validated == total // 5
-    print(f"\nkill test: {kills} SIGKILLs survived ({early} during start-up, {mid_save} left a "
-          f"half-built version in staging), {restarts} runs, {total} saves, "
-          f"{time.monotonic() - t0:.1f} s")

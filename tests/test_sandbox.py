@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import resource
 import socket
+import sys
 import textwrap
 import threading
 import time
@@ -373,6 +374,13 @@ def test_environment_secrets_are_out_of_reach(sandbox):
     assert_still_works(sandbox)
 
 
+def interpreter_entries(hidden: str) -> set[str]:
+    """The names directly under ``hidden`` that lead to the running interpreter."""
+    dirs = (sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix, *sys.path)
+    reals = {os.path.realpath(p) for p in dirs if p and os.path.isdir(p)}
+    return {r[len(hidden) + 1:].split("/")[0] for r in reals if r.startswith(hidden + "/")}
+
+
 def test_home_directories_are_hidden(sandbox):
     if not ROOT:
         pytest.skip("hiding home directories needs a mount namespace (root)")
@@ -388,12 +396,9 @@ def test_home_directories_are_hidden(sandbox):
     for line in res.output.splitlines():
         d, _, rest = line.partition(" ")
         if d in res.protections["hidden"]:
-            # an empty tmpfs, apart from the interpreter bound back into it
-            import sys
-
-            allowed = {p.split("/")[2] for p in (sys.prefix, sys.exec_prefix)
-                       if p.startswith(d + "/")}
-            assert set(eval(rest)) <= allowed, line
+            # an empty tmpfs, apart from the interpreter bound back into it (in a venv the
+            # base interpreter too, e.g. a pyenv Python under /root/.pyenv)
+            assert set(eval(rest)) <= interpreter_entries(d), line
 
 
 def test_without_namespaces_the_report_says_what_is_missing(tmp_path):
