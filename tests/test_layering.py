@@ -19,14 +19,18 @@ ENGINE_MODULES = sorted(
 PROBE = """
 import importlib, json, sys
 importlib.import_module(sys.argv[1])
-print(json.dumps(sorted({m.split('.')[0] for m in sys.modules})))
+print(json.dumps(sorted(sys.modules)))
 """
 
 
-def _top_modules(module: str) -> set[str]:
+def _modules(module: str) -> set[str]:
     out = subprocess.run([sys.executable, "-c", PROBE, module], capture_output=True, text=True,
                          check=True)
     return set(json.loads(out.stdout))
+
+
+def _top_modules(module: str) -> set[str]:
+    return {m.split(".")[0] for m in _modules(module)}
 
 
 def test_engine_modules_are_headless():
@@ -42,3 +46,12 @@ def test_engine_modules_are_headless():
 def test_cli_and_tui_never_import_torch():
     for module in ("nnrag_tui.cli", "nnrag_tui.tui.app"):
         assert "torch" not in _top_modules(module), module
+
+
+def test_the_app_starts_without_the_indexer_resolver_or_generator():
+    """They load on first use (an index run, a preview): the app's first paint on a warm
+    cache needs only the store, and importing them cost about a tenth of a second."""
+    loaded = _modules("nnrag_tui.tui.app")
+    heavy = {f"nnrag_tui.engine.{m}" for m in ("indexer", "resolve", "generate", "rewrite",
+                                               "modsource", "parse", "sandbox", "validate")}
+    assert loaded & heavy == set()

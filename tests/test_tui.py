@@ -27,7 +27,7 @@ from tui_fixtures import (  # noqa: F401  (corpus, two_corpora: fixtures)
 )
 
 from nnrag_tui.engine.extractor import BlockExtractor
-from nnrag_tui.engine.indexer import Cancelled, Progress
+from nnrag_tui.engine.progress import Cancelled, Progress
 from nnrag_tui.tui.app import EXIT_ERROR, NnragApp, all_binding_ids, run_app
 from nnrag_tui.tui.screens.dialogs import ConfirmScreen, PromptScreen
 from nnrag_tui.tui.screens.help import HelpScreen

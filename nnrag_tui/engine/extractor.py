@@ -9,17 +9,19 @@ import os
 import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from nnrag_tui.engine import paths
 from nnrag_tui.engine.config import CorpusConfig, default_config, load_config
-from nnrag_tui.engine.bindings import ModuleIndex
 from nnrag_tui.engine.errors import BlockNotFound, NnragError, StoreError
-from nnrag_tui.engine.generate import GeneratedBlock, generate
-from nnrag_tui.engine.resolve import Resolver
 from nnrag_tui.engine.facts import Block, IndexReport
-from nnrag_tui.engine.indexer import CancelFn, Indexer, Progress, ProgressFn, index_lock
-from nnrag_tui.engine.sources import RepoCache
+from nnrag_tui.engine.progress import CancelFn, Progress, ProgressFn
 from nnrag_tui.engine.store import FileIndexStore
+
+if TYPE_CHECKING:  # the indexer, resolver and generator load on first use: a front end that
+    # only lists blocks (the app's first paint) starts without them
+    from nnrag_tui.engine.generate import GeneratedBlock
+    from nnrag_tui.engine.resolve import Closure, Resolver
 
 INDEX_FILE = "index.sqlite3"
 
@@ -66,6 +68,9 @@ class BlockExtractor:
         """Brings the index up to date with the configured sources. When another process is
         indexing the same cache this waits for it, and says so through ``on_wait`` (or, when
         none is given, a ``Progress`` event of phase ``wait``)."""
+        from nnrag_tui.engine.indexer import Indexer, index_lock
+        from nnrag_tui.engine.sources import RepoCache
+
         cache = RepoCache(self.cache_dir, self.config.fetch)
         if on_wait is None and progress is not None:
             report_to = progress
@@ -122,6 +127,9 @@ class BlockExtractor:
     def resolver(self) -> Resolver:
         """The resolver over the current index, built once per index state."""
         if self._resolver is None:
+            from nnrag_tui.engine.bindings import ModuleIndex
+            from nnrag_tui.engine.resolve import Resolver
+
             self.warm_index_once()
             index = ModuleIndex(self.store.load_modules())
             roots = {k: v["root"] for k, v in self.store.source_roots().items()}
@@ -141,25 +149,39 @@ class BlockExtractor:
             notes.append(f"{len(others) + 1} blocks are named {name!r}; took {block.key} "
                          f"({block.source}, priority {self._priority(block.source)}); others: "
                          + ", ".join(o.key for o in others))
+        result, _ = self.extract_block(block, requested=name, notes=notes)
+        if out_dir is not None:
+            result.write(Path(out_dir))
+        return result
+
+    def extract_block(self, block: Block, *, requested: str | None = None,
+                      notes: list[str] | None = None) -> tuple[Extraction, Closure | None]:
+        """Extracts exactly ``block`` (as found by ``blocks``/``find_block``) and returns the
+        result with the closure it came from (None when it failed). Never raises for a block
+        that cannot be extracted: the failure is in the result. A broken index raises
+        ``StoreError``."""
+        from nnrag_tui.engine.generate import generate
+
+        requested = requested or block.key
+        notes = list(notes or ())
         try:
             closure = self.resolver().closure(block)
             gen = generate(closure, self.store.source_roots())
         except (NnragError, SyntaxError, RecursionError, ValueError) as exc:
-            return Extraction(name, block, None, error=f"{type(exc).__name__}: {exc}",
-                              notes=notes)
+            if isinstance(exc, StoreError):
+                raise
+            return Extraction(requested, block, None, error=f"{type(exc).__name__}: {exc}",
+                              notes=notes), None
         except MemoryError:
             raise
         except sqlite3.Error as exc:
             raise StoreError(f"the index {self.store.path}: {exc}") from None
         except Exception as exc:  # noqa: BLE001  (a per-block failure never aborts a batch)
-            return Extraction(name, block, None, notes=notes,
+            return Extraction(requested, block, None, notes=notes,
                               error=f"internal error (please report): {type(exc).__name__}: "
-                                    f"{exc}")
-        result = Extraction(name, block, gen, notes=notes + gen.notes,
-                            sources=self.store.source_roots())
-        if out_dir is not None:
-            result.write(Path(out_dir))
-        return result
+                                    f"{exc}"), None
+        return Extraction(requested, block, gen, notes=notes + gen.notes,
+                          sources=self.store.source_roots()), closure
 
     def extract_multiple_blocks(self, names, out_dir: str | Path | None = None
                                 ) -> list[Extraction]:

@@ -13,16 +13,16 @@ import threading
 import time
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
 from nnrag_tui.engine.bindings import ModuleIndex
 from nnrag_tui.engine.config import CorpusConfig, SourceConfig
 from nnrag_tui.engine.discovery import BlockDiscovery
-from nnrag_tui.engine.errors import NnragError, SourceError, StoreError
+from nnrag_tui.engine.errors import SourceError, StoreError
 from nnrag_tui.engine.facts import IndexReport, ModuleFacts
 from nnrag_tui.engine.parse import failed_facts, read_facts
+from nnrag_tui.engine.progress import CancelFn, Cancelled, Progress, ProgressFn
 from nnrag_tui.engine.sources import RepoCache, Snapshot, iter_files
 from nnrag_tui.engine.store import FileIndexStore
 
@@ -32,26 +32,6 @@ POOL_THRESHOLD = 16  # below this many files to parse, parsing in-process is fas
 # parsing in-process wins below this many files.
 FORKSERVER_THRESHOLD = 400
 COMMIT_EVERY = 256
-
-
-@dataclass(frozen=True)
-class Progress:
-    """One progress event: ``phase`` is ``fetch``, ``parse``, ``discover`` or ``done`` (and
-    ``wait`` when another process holds the cache's index lock, see ``BlockExtractor.index``)."""
-
-    phase: str
-    source: str
-    done: int
-    total: int
-    current: str = ""
-
-
-ProgressFn = Callable[[Progress], None]
-CancelFn = Callable[[], bool]
-
-
-class Cancelled(NnragError):
-    """The caller asked to stop; everything committed so far stays consistent."""
 
 
 # The index lock's descriptor while this process holds it: forked parse workers close their

@@ -39,7 +39,7 @@ from textual.worker import Worker, WorkerState, get_current_worker
 from nnrag_tui.engine.errors import NnragError
 from nnrag_tui.engine.extractor import BlockExtractor
 from nnrag_tui.engine.facts import Block, IndexReport
-from nnrag_tui.engine.indexer import Cancelled, Progress
+from nnrag_tui.engine.progress import Cancelled, Progress
 from nnrag_tui.tui import history as hist
 from nnrag_tui.tui.blockview import BlockView, ViewCache, extract
 from nnrag_tui.tui.messages import (

@@ -4,17 +4,17 @@ app's extraction worker, kept in a small cache until the index changes."""
 
 from __future__ import annotations
 
-import sqlite3
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from nnrag_tui.engine.errors import NnragError
 from nnrag_tui.engine.extractor import BlockExtractor, Extraction
 from nnrag_tui.engine.facts import Block
-from nnrag_tui.engine.generate import generate
-from nnrag_tui.engine.resolve import Closure
 from nnrag_tui.tui.dependencies import DependencyGraph
+
+if TYPE_CHECKING:
+    from nnrag_tui.engine.resolve import Closure
 from nnrag_tui.tui.history import block_id
 
 CACHE_SIZE = 64
@@ -45,20 +45,9 @@ def extract(ex: BlockExtractor, block: Block) -> BlockView:
     """The regenerated file of exactly ``block`` (``extract_single_block`` takes a name and
     picks by repository priority when two repositories have the same ``module:Class``). Never
     raises for a block that cannot be extracted: the error is in the view."""
-    try:
-        closure = ex.resolver().closure(block)
-        gen = generate(closure, ex.store.source_roots())
-    except (NnragError, SyntaxError, RecursionError, ValueError) as exc:
-        return BlockView(block, Extraction(block.key, block, None,
-                                           error=f"{type(exc).__name__}: {exc}"))
-    except (MemoryError, sqlite3.Error):
-        raise  # not this block's fault: the worker reports it
-    except Exception as exc:  # noqa: BLE001  (like extract_single_block: one block, one error)
-        return BlockView(block, Extraction(block.key, block, None, error=(
-            f"internal error (please report): {type(exc).__name__}: {exc}")))
-    extraction = Extraction(block.key, block, gen, notes=list(gen.notes),
-                            sources=ex.store.source_roots())
-    return BlockView(block, extraction, closure, DependencyGraph(closure))
+    extraction, closure = ex.extract_block(block)
+    graph = DependencyGraph(closure) if closure is not None else None
+    return BlockView(block, extraction, closure, graph)
 
 
 class ViewCache:

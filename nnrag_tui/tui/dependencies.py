@@ -11,8 +11,10 @@ builtins are left out.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from nnrag_tui.engine.resolve import Closure, Dependency, NodeId
+if TYPE_CHECKING:
+    from nnrag_tui.engine.resolve import Closure, Dependency, NodeId
 
 STMT_KINDS = {"class": "class", "function": "function", "assign": "constant",
               "compound": "statement"}

@@ -10,7 +10,7 @@ from typing import Any
 from textual.message import Message
 
 from nnrag_tui.engine.facts import Block, IndexReport
-from nnrag_tui.engine.indexer import Progress
+from nnrag_tui.engine.progress import Progress
 from nnrag_tui.tui.blockview import BlockView
 from nnrag_tui.tui.validation import Job
 

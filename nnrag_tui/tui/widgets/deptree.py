@@ -5,7 +5,7 @@ unresolved names are in the error colour. Children are added when a node opens."
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from rich.style import Style
 from rich.text import Text
@@ -16,10 +16,12 @@ from textual.message import Message
 from textual.widgets import Static, Tree
 from textual.widgets.tree import TreeNode
 
-from nnrag_tui.engine.resolve import NodeId
 from nnrag_tui.tui.blockview import BlockView
 from nnrag_tui.tui.dependencies import DependencyGraph, DepNode, Snippet, confidence_text
 from nnrag_tui.tui.widgets.preview import snippet_content
+
+if TYPE_CHECKING:
+    from nnrag_tui.engine.resolve import NodeId
 
 
 class DependencyTree(Tree[DepNode]):

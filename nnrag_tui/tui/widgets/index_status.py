@@ -8,7 +8,7 @@ from textual.containers import Horizontal
 from textual.content import Content
 from textual.widgets import ProgressBar, Static
 
-from nnrag_tui.engine.indexer import Progress
+from nnrag_tui.engine.progress import Progress
 
 
 def describe(p: Progress) -> str:
