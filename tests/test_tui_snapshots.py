@@ -90,7 +90,6 @@ def test_library_dependencies_200x50(fixed_root: Path, snap_compare) -> None:
                         run_before=prepared("j", "d", after=open_make_divisible))
 
 
-@pytest.mark.skip(reason="flaky: the log shows measured stage times in ms, which vary run to run")
 def test_validation_log_100x30(fixed_root: Path, snap_compare) -> None:
     assert snap_compare(app_for(fixed_root), terminal_size=(100, 30),
                         run_before=prepared("V", "l"))

@@ -103,8 +103,13 @@ class ValidationLog(ScrollView, can_focus=True):
 
     def watch_scroll_y(self, old_value: float, new_value: float) -> None:
         super().watch_scroll_y(old_value, new_value)
-        if self.max_scroll_y > 0:
-            self._follow = new_value >= self.max_scroll_y - 0.5
+        # Only a move up (the user scrolling back) stops following; a layout change that
+        # grows the log under a still scroll position (the pane was hidden while lines
+        # arrived) must not, or the log would stay stuck at its top.
+        if new_value < old_value:
+            self._follow = False
+        if new_value >= self.max_scroll_y - 0.5:
+            self._follow = True
 
     def on_resize(self) -> None:
         self._keep_up()
