@@ -10,6 +10,7 @@ never comes from another repository that merely has the same module name.
 from __future__ import annotations
 
 import builtins
+import functools
 from dataclasses import dataclass, field
 from typing import Iterable
 
@@ -95,6 +96,16 @@ class ModuleIndex:
         self._memo: dict[tuple[tuple[str, str], str], Target] = {}
 
     # -- modules ---------------------------------------------------------------------------
+    @functools.cached_property
+    def packages(self) -> frozenset[str]:
+        """Every dotted prefix of an indexed module (``a`` and ``a.b`` for ``a.b.c``): the
+        packages that exist, whether or not their ``__init__`` is indexed."""
+        out: set[str] = set()
+        for module in self.by_module:
+            parts = module.split(".")
+            out.update(".".join(parts[:i]) for i in range(1, len(parts)))
+        return frozenset(out)
+
     def find_module(self, module: str, from_source: str | None) -> ModuleEntry | None:
         cands = self.by_module.get(module)
         if not cands:
@@ -191,8 +202,7 @@ class ModuleIndex:
         if e is not None:
             return Target("module", module, e, how=how)
         # A package whose __init__ is not indexed but whose submodules are.
-        prefix = module + "."
-        if any(m.startswith(prefix) for m in self.by_module):
+        if module in self.packages:
             return Target("module", module, None, how=how)
         return Target("external", module, how=how)
 
