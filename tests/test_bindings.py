@@ -117,3 +117,22 @@ def test_same_module_name_in_two_sources_resolves_in_own_source():
         t = index.resolve_dotted(user, "blocks.ConvBlock")  # relative: `from . import blocks`
         assert t.entry.source == src
     assert index.find_module("common.blocks", None).source == "a"  # no context: priority
+
+
+def test_a_package_without_an_indexed_init_is_still_a_corpus_module(tmp_path):
+    """``import ns.sub`` where ``ns`` has no ``__init__.py`` (a namespace package): ``ns`` is
+    the corpus's, not an external package, and ``ns.sub.Block`` resolves into the corpus."""
+    from helpers import write_tree
+
+    write_tree(tmp_path, {
+        "ns/deep/sub.py": "class Block:\n    pass\n",
+        "user.py": "import ns.deep.sub\nimport nsx\nB = ns.deep.sub.Block\n",
+    })
+    index = module_index({"r": tmp_path})
+    user = entry(index, "user")
+    assert index.packages >= {"ns", "ns.deep"} and "nsx" not in index.packages
+    t = index.lookup(user, "ns")
+    assert (t.kind, t.name, t.entry) == ("module", "ns", None)
+    t = index.resolve_dotted(user, "ns.deep.sub.Block")
+    assert (t.kind, t.entry.module, t.name) == ("def", "ns.deep.sub", "Block")
+    assert index.lookup(user, "nsx").kind == "external"
