@@ -113,3 +113,8 @@ def test_save_dialog_80x24(fixed_root: Path, snap_compare) -> None:
 def test_help_80x24(fixed_root: Path, snap_compare) -> None:
     assert snap_compare(app_for(fixed_root), terminal_size=(80, 24),
                         run_before=prepared("f1"))
+
+
+def test_stats_100x30(fixed_root: Path, snap_compare) -> None:
+    assert snap_compare(app_for(fixed_root), terminal_size=(100, 30),
+                        run_before=prepared("V", "S"))

@@ -163,7 +163,8 @@ class StatsScreen(Screen[None]):
         overall = rep.validation_rate()
         self.query_one("#stats-pass", BarChart).set_rows(
             rows, f"all: {overall.text()}" if overall.n else "no validations yet")
-        lines = [f"{total} blocks in {len(repos)} repositories"]
+        n = len(repos)
+        lines = [f"{total} block{'s' * (total != 1)} in {n} repositor{'y' if n == 1 else 'ies'}"]
         if d["upstream_lines_per_block"]:
             u = d["upstream_lines_per_block"]
             lines.append(f"upstream lines per block: median {u['median']:g}, "
