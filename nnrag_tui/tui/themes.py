@@ -1,4 +1,5 @@
-"""Themes from JSON files: the project's ``themes/`` folder, then the ``themes`` folder of the
+"""Themes from JSON files: the project's ``themes/`` folder (in a checkout or an editable
+install; a wheel installs it as ``<prefix>/share/nnrag/themes``), then the ``themes`` folder of the
 user's config directory (a user theme with the same name replaces a shipped one). Each file
 holds the keyword arguments of ``textual.theme.Theme``."""
 
@@ -6,12 +7,20 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import sys
 from collections.abc import Iterable
 from pathlib import Path
 
 from textual.theme import Theme
 
-SHIPPED = Path(__file__).resolve().parents[2] / "themes"
+
+def _shipped() -> Path:
+    checkout = Path(__file__).resolve().parents[2] / "themes"
+    installed = Path(sys.prefix) / "share" / "nnrag" / "themes"
+    return checkout if checkout.is_dir() or not installed.is_dir() else installed
+
+
+SHIPPED = _shipped()
 DEFAULT_THEME = "nnrag-dark"
 _FIELDS = {f.name for f in dataclasses.fields(Theme)}
 
