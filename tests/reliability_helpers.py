@@ -17,7 +17,7 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -251,9 +251,8 @@ def check_database(db_path: Path) -> None:
 
 
 # -- processes -------------------------------------------------------------------------------
-def descendants(pid: int) -> set[int]:
-    """Every live process whose ancestry leads to ``pid`` (from /proc)."""
-    parent: dict[int, int] = {}
+def _live_processes() -> Iterator[tuple[int, int, int]]:
+    """(pid, parent pid, session id) of every live, non-zombie process (from /proc)."""
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -263,9 +262,13 @@ def descendants(pid: int) -> set[int]:
         except OSError:
             continue
         fields = stat[stat.rindex(b")") + 2:].split()
-        if fields[0] == b"Z":
-            continue
-        parent[int(entry)] = int(fields[1])
+        if fields[0] != b"Z":
+            yield int(entry), int(fields[1]), int(fields[3])
+
+
+def descendants(pid: int) -> set[int]:
+    """Every live process whose ancestry leads to ``pid``."""
+    parent = {p: pp for p, pp, _ in _live_processes()}
     out: set[int] = set()
     frontier = {pid}
     while frontier:
@@ -276,19 +279,7 @@ def descendants(pid: int) -> set[int]:
 
 def processes_in_session(sid: int) -> set[int]:
     """Live (non-zombie) processes of session ``sid``: a killed command's leftovers."""
-    out = set()
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as fh:
-                stat = fh.read()
-        except OSError:
-            continue
-        fields = stat[stat.rindex(b")") + 2:].split()
-        if fields[0] != b"Z" and int(fields[3]) == sid:
-            out.add(int(entry))
-    return out
+    return {p for p, _, s in _live_processes() if s == sid}
 
 
 def wait_gone(pids: set[int], timeout: float) -> set[int]:
