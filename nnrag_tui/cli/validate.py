@@ -59,7 +59,7 @@ def cmd_validate(args) -> int:
 
 
 def _validate(args, sandbox) -> int:
-    from nnrag_tui.engine.validate import Validator
+    from nnrag_tui.engine.validate import Validator, standalone_denylist
 
     target = args.target
     path = Path(target)
@@ -90,9 +90,8 @@ def _validate(args, sandbox) -> int:
         gen = res.generated
         code, name, spec, filename = gen.code, args.cls or gen.name, gen.spec, f"{gen.name}.py"
         extra.update(block=res.block.key, repo=res.block.source)
-        top = res.block.module.split(".")[0]
-        if not args.allow_source_imports and top != "torch":
-            sandbox.deny_imports = (top,)
+        if not args.allow_source_imports:
+            sandbox.deny_imports = standalone_denylist(res.block.module)
     with Validator(sandbox, deepest=args.stage) as validator:
         report = validator.validate(code, name, spec, filename=filename)
     if args.json:

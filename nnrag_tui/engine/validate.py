@@ -250,6 +250,14 @@ class SourceCheck:
     code_object: Any = None  # the compiled module, for the sandbox child to execute
 
 
+def standalone_denylist(module: str) -> tuple[str, ...]:
+    """The packages a block's file may not import when it is validated: the top package of
+    the module it came from, so that "validated" means standalone (torch's own blocks are
+    the exception: torch is the one package every block may import)."""
+    top = module.split(".")[0]
+    return () if top == "torch" else (top,)
+
+
 def source_stages(code: str, filename: str = "block.py", upto: str = "static", *,
                   keep_going: bool = True, cache: StaticCache | None = None, on_start=None,
                   on_end=None) -> SourceCheck:

@@ -44,7 +44,7 @@ class SandboxValidation:
     def validate(self, code: str, name: str, spec: dict | None, *, block: Block,
                  on_stage: StageFn, on_note: NoteFn) -> Any:
         """Raises ``NnragError`` (``SandboxError``) when the sandbox cannot start."""
-        from nnrag_tui.engine.validate import STAGES, Validator
+        from nnrag_tui.engine.validate import STAGES, Validator, standalone_denylist
 
         filename = f"{name}.py"
         quick = Validator(deepest="static").validate(code, name, spec, filename=filename)
@@ -56,10 +56,7 @@ class SandboxValidation:
         if broken or STAGES.index(self.deepest) <= STAGES.index("static"):
             return quick
         sandbox = self._get_sandbox(on_note)
-        # like `nnrag validate NAME`: the file may not import its own source package, so
-        # that "validated" means standalone (torch's own blocks excepted)
-        top = block.module.split(".")[0]
-        sandbox.deny_imports = () if top == "torch" else (top,)
+        sandbox.deny_imports = standalone_denylist(block.module)  # as `nnrag validate NAME`
         report = Validator(sandbox, deepest=self.deepest).validate(code, name, spec,
                                                                    filename=filename)
         for verdict in report.stages:
