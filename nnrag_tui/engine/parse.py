@@ -1,7 +1,7 @@
 """One file in, plain data out: the facts the index keeps about a Python module.
 
-Runs in worker processes, so it takes paths and returns picklable ``ModuleFacts``. Bulk parsing
-uses the stdlib ``ast`` (about ten times faster than libcst here); libcst is kept for rewriting.
+Runs in worker processes, so it takes paths and returns picklable ``ModuleFacts``. Parsing uses
+the stdlib ``ast`` (about ten times faster than libcst here; rewrite.py splices by position).
 A file that cannot be read or parsed yields facts with ``error`` set; nothing here raises.
 """
 
