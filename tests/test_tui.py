@@ -478,3 +478,35 @@ def test_importing_the_front_ends_does_not_import_torch(module: str) -> None:
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=60, cwd=ROOT, check=False)
     assert proc.stdout.strip() == "False", proc.stderr
+
+
+def test_validation_log_keeps_the_newest_line_in_view(corpus: Path, tmp_path: Path) -> None:
+    """Lines written while the log's tab is hidden are in view when it opens; scrolling up
+    stops the following (new lines do not pull the view away), the end resumes it."""
+    from nnrag_tui.tui.widgets.validation_log import LogEntry
+
+    async def scenario() -> None:
+        app = make_app(corpus, tmp_path)
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(app, pilot)
+            log = app.library.log_pane
+            for i in range(60):  # the preview tab is showing: the log is hidden
+                log.write(LogEntry("note", f"line {i}"))
+            await pilot.press("l")
+            await settle(app, pilot)
+            assert log.max_scroll_y > 0 and log.scroll_y == log.max_scroll_y
+            log.focus()
+            await pilot.press("up", "up", "up")
+            await settle(app, pilot)
+            held = log.scroll_y
+            assert held < log.max_scroll_y
+            log.write(LogEntry("note", "line 60"))
+            await settle(app, pilot)
+            assert log.scroll_y == held
+            await pilot.press("end")
+            log.write(LogEntry("note", "line 61"))
+            await settle(app, pilot)
+            assert log.scroll_y == log.max_scroll_y
+            assert log.lines[-1] == "line 61"
+
+    run(scenario)

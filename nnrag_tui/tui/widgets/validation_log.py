@@ -77,7 +77,6 @@ class ValidationLog(ScrollView, can_focus=True):
         self.verdict = "all"
         self._shown: list[LogEntry] = []
         self._width = 0
-        self._follow = True  # keep the newest line in view until the user scrolls up
 
     @property
     def lines(self) -> list[str]:
@@ -90,32 +89,13 @@ class ValidationLog(ScrollView, can_focus=True):
             self._shown.append(entry)
             self._width = max(self._width, cell_len(entry.text))
             self._resize()
-            self._keep_up()
             self.refresh()
 
-    def _keep_up(self) -> None:
-        if self._follow:
-            self.call_after_refresh(self._to_end)
-
-    def _to_end(self) -> None:
-        self.scroll_to(y=self.max_scroll_y, animate=False, immediate=True)
-        self._follow = True
-
-    def watch_scroll_y(self, old_value: float, new_value: float) -> None:
-        super().watch_scroll_y(old_value, new_value)
-        # Only a move up (the user scrolling back) stops following; a layout change that
-        # grows the log under a still scroll position (the pane was hidden while lines
-        # arrived) must not, or the log would stay stuck at its top.
-        if new_value < old_value:
-            self._follow = False
-        if new_value >= self.max_scroll_y - 0.5:
-            self._follow = True
-
-    def on_resize(self) -> None:
-        self._keep_up()
-
-    def on_show(self) -> None:
-        self._keep_up()
+    def on_mount(self) -> None:
+        # Anchored: the compositor keeps the newest line in view whenever the log grows or
+        # its pane is laid out again (also after being hidden), until the user scrolls up;
+        # scrolling back to the end anchors it again.
+        self.anchor()
 
     def clear(self) -> None:
         self.entries.clear()
@@ -140,8 +120,7 @@ class ValidationLog(ScrollView, can_focus=True):
         self._shown = [e for e in self.entries if self._admits(e)]
         self._width = max((cell_len(e.text) for e in self._shown), default=0)
         self._resize()
-        self._follow = True
-        self._keep_up()
+        self.anchor()  # a new filter shows its newest lines
         self.refresh()
 
     def _resize(self) -> None:
