@@ -420,8 +420,9 @@ def markdown(rep: dict) -> str:
     L.append(f"Command: `{rep['command']}` ({rep['elapsed_min']:.0f} min).")
     mf = rep.get("merged_from_earlier")
     if mf:
-        L.append(f"Parts kept from an earlier run of the same day: {', '.join(mf['parts'])} "
-                 f"(`{mf['command']}`).")
+        origins = mf.get("origins") or {p: mf.get("command") for p in mf["parts"]}
+        L.append("Parts kept from an earlier run of the same day: " + "; ".join(
+            f"{p} (`{origins[p]}`)" for p in mf["parts"]) + ".")
     L.append("")
     sbs = rep.get("side_by_side")
     if sbs:
@@ -837,14 +838,23 @@ def main(argv: list[str] | None = None) -> int:
                     rep[k] = old[k]
                 kept.append(part)
         if kept:
-            rep["merged_from_earlier"] = {"parts": kept, "command": old.get("command"),
-                                          "machine": old.get("machine")}
+            rep["merged_from_earlier"] = {"parts": kept, "machine": old.get("machine"),
+                                          "origins": {p: _origin(old, p) for p in kept}}
     rep["notes"] = notes(rep)
     Path(f"{stem}.json").write_text(json.dumps(rep, indent=1, default=str) + "\n")
     Path(f"{stem}.md").write_text(markdown(rep))
     print(Path(f"{stem}.md").read_text())
     log(f"wrote {stem}.md and {stem}.json")
     return 0
+
+
+def _origin(report: dict, part: str) -> str | None:
+    """The command that measured ``part`` of an earlier report: its own command, unless that
+    report had itself kept the part from a run before it."""
+    mf = report.get("merged_from_earlier") or {}
+    if part in mf.get("parts", ()):
+        return (mf.get("origins") or {}).get(part) or mf.get("command")
+    return report.get("command")
 
 
 if __name__ == "__main__":
