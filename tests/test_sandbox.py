@@ -457,3 +457,39 @@ def test_caller_never_imports_torch():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=120)
     assert out.stdout.strip() == "ok", out.stderr[-2000:]
+
+
+def test_memory_limit_binds_the_whole_process_tree():
+    """Four processes of 1 GiB each stay under a 3 GiB per-process limit; the tree's cgroup
+    stops them (as root). Bounded either way: at most ~4.5 GiB if containment failed."""
+    if not ROOT:
+        pytest.skip("per-tree limits need cgroups (root)")
+    with Sandbox(limits=SandboxLimits(memory=3 << 30, import_timeout=60.0)) as sb:
+        res = run(sb, """
+            import os, time
+            kids = []
+            for i in range(4):
+                pid = os.fork()
+                if pid == 0:
+                    data = b"x" * (1 << 30)  # 1 GiB, every page touched
+                    print("holding", i, len(data), flush=True)
+                    time.sleep(3)
+                    os._exit(0)
+                kids.append(pid)
+            print("ends", [os.waitpid(k, 0)[1] for k in kids], flush=True)
+            """)
+        assert sorted(res.protections["tree_limits"]) == ["memory", "pids"]
+        assert end(res, "import") is not None or res.exit.get("signal") == "SIGKILL"
+        held = res.output.count("holding")
+        assert held < 4, res.output  # at most three of the four fit under the tree's 3 GiB
+        assert res.exit.get("oom_kills") or "ends" in res.output
+        if "ends" in res.output:  # the block's own process survived: its children did not
+            statuses = eval(res.output.split("ends ", 1)[1].splitlines()[0])
+            assert any(os.WIFSIGNALED(s) and os.WTERMSIG(s) == 9 for s in statuses)
+        assert_still_works(sb)
+        worker = sb.worker_pid
+    # the job cgroups are gone once the worker is (what a killed worker leaves, the next
+    # worker's start sweeps away)
+    left = [n for c in ("memory", "pids") for n in os.listdir(f"/sys/fs/cgroup/{c}")
+            if n.startswith(f"nnrag-sandbox-{worker}-")]
+    assert left == []

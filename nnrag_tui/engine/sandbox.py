@@ -14,6 +14,8 @@ whole-tree kill on timeout             PID namespace (child is its init: when it
 wall-clock limit per stage             the worker's ``select`` deadline             -
 memory, CPU seconds (soft < hard),     ``setrlimit`` AS, CPU, FSIZE, NPROC, CORE=0,  -
 file size, processes, no core dumps    NOFILE; NPROC binds because of the uid drop
+memory and processes of the whole      a cgroup v1 ``memory`` + ``pids`` pair per   root,
+tree                                   job, joined by the child first thing         cgroup v1
 no privileges                          ``setuid``/``setgid`` to nobody (65534),     root
                                        no supplementary groups, no_new_privs
 no network                             network namespace (only a downed loopback)   root, or
@@ -37,9 +39,13 @@ bounded output                         the block's sys.stdout/err keep 64 KiB;  
 Every job reports which of these held (``SandboxResult.protections``). What does not hold:
 
 - A block can read world-readable files outside the hidden directories (read-only).
-- Memory is limited per process (RLIMIT_AS), not per process tree: a block that forks up to
-  RLIMIT_NPROC children could use that many times the limit. cgroups would bound the tree, but
-  they belong to the host's service manager and are left alone.
+- The whole process tree is bounded (memory and process count) only where the worker can
+  make cgroups: as root with the cgroup v1 ``memory`` and ``pids`` controllers mounted, each
+  job gets its own pair (``nnrag-sandbox-<worker>-<job>``), removed after the job, and a
+  killed worker's are swept by the next one; ``protections["tree_limits"]`` lists them and
+  ``exit["oom_kills"]`` counts what the kernel killed. Elsewhere (cgroup v2 only, not root)
+  the limits bind each process: a block forking up to RLIMIT_NPROC children could use that
+  many times the memory limit, and the notes say so.
 - Without root (no CAP_SYS_ADMIN): no PID or mount namespace and no uid drop. What remains is
   the rlimits, the process-group kill, the scrubbed environment, a fresh directory, bounded
   output and, where the kernel allows unprivileged user namespaces, no network; writes

@@ -106,7 +106,8 @@ class Worker:
         self.pidns_fd: int | None = None
         self.source = None
         self.static_cache = None
-        self.pending: list[int] = []  # children that said done, not reaped yet
+        self.pending: list[tuple[int, _TreeLimits]] = []  # said done, not reaped yet
+        self.jobs = 0
         self.hidden: list[tuple[str, list[str]]] = []
 
     def warm(self) -> dict:
@@ -159,6 +160,7 @@ class Worker:
         if not line:
             return
         self.config = json.loads(line)
+        _TreeLimits.sweep()
         self._send(self.warm())
         while True:
             line = stdin.readline()
@@ -239,12 +241,17 @@ class Worker:
                 new_pidns = True
             except OSError:
                 new_pidns = False
+        lim = job.get("limits", {})
+        self.jobs += 1
+        tree = _TreeLimits(f"nnrag-sandbox-{os.getpid()}-{self.jobs}",
+                           int(lim.get("memory", 4 << 30)), int(lim.get("nproc", 64)))
         t_fork = time.monotonic()
         pid = os.fork()
         if pid == 0:  # the child never returns
             try:
                 os.close(res_r)
                 os.close(out_r)
+                job["_tree"] = (tree.join(), tree.problem)
                 _child(job, res_w, out_w, self, new_pidns, fallback)
             finally:
                 os._exit(70)
@@ -254,7 +261,7 @@ class Worker:
         os.close(res_w)
         os.close(out_w)
         try:
-            reply = self._watch(job, pid, res_r, out_r, t0)
+            reply = self._watch(job, pid, res_r, out_r, t0, tree)
             reply["t_fork"] = t_fork
             reply["events"] = pre + reply["events"]
             return reply
@@ -265,7 +272,8 @@ class Worker:
                 except OSError:
                     pass
 
-    def _watch(self, job: dict, pid: int, res_r: int, out_r: int, t0: float) -> dict:
+    def _watch(self, job: dict, pid: int, res_r: int, out_r: int, t0: float,
+               tree: _TreeLimits) -> dict:
         """Follows the child until it reports ``done``, dies or overruns a stage's deadline.
         After ``done`` the answer goes out at once: the child's exit (tearing down its
         namespaces takes milliseconds) is reaped later, off the caller's clock."""
@@ -319,11 +327,14 @@ class Worker:
                 exited = _reaped(pid) is not None
         t_exit = time.monotonic()
         _kill_tree(pid)  # a timeout, or a child that says done and lingers: it goes now
+        oom = 0
         if done and not exited:
-            self.pending.append(pid)
+            self.pending.append((pid, tree))
             status = None
         else:
             _, status = os.waitpid(pid, 0)
+            oom = tree.oom_kills()
+            tree.close()
         if pidfd is not None:
             os.close(pidfd)
         # what is left in the pipes: everything the child wrote before it ended
@@ -347,6 +358,8 @@ class Worker:
             exit_info["code"] = os.WEXITSTATUS(status)
         if done:
             exit_info["done"] = True
+        elif oom:
+            exit_info["oom_kills"] = oom  # the tree went over its memory limit
         return {
             "id": job.get("id"),
             "events": res.events,
@@ -362,13 +375,15 @@ class Worker:
     def reap(self, block: bool = False) -> None:
         """Collects children that ended after their answer went out."""
         left = []
-        for pid in self.pending:
+        for pid, tree in self.pending:
             try:
                 got, _ = os.waitpid(pid, 0 if block else os.WNOHANG)
             except ChildProcessError:
-                continue
+                got = pid
             if got == 0:
-                left.append(pid)
+                left.append((pid, tree))
+            else:
+                tree.close()
         self.pending = left
 
 
@@ -429,6 +444,104 @@ class _Events:
                 new.append(ev)
         self.events.extend(new)
         return new
+
+
+class _TreeLimits:
+    """Limits on the child's whole process tree, not only on each process: a cgroup (v1
+    ``memory`` and ``pids`` controllers, as root) made for one job, joined by the child before
+    anything else, emptied and removed once the child is reaped. Where cgroups cannot be had
+    (not root, no v1 hierarchy) ``dirs`` stays empty and the per-process rlimits stand alone."""
+
+    ROOT = "/sys/fs/cgroup"
+
+    def __init__(self, name: str, memory: int, pids: int) -> None:
+        self.dirs: list[str] = []
+        self.problem: str | None = None
+        if os.geteuid() != 0:
+            self.problem = "not root"
+            return
+        for controller, settings in (("memory", {"memory.limit_in_bytes": memory}),
+                                     ("pids", {"pids.max": pids})):
+            base = os.path.join(self.ROOT, controller)
+            if not os.path.isfile(os.path.join(base, "cgroup.procs")):
+                self.problem = f"no cgroup v1 {controller} controller"
+                continue
+            d = os.path.join(base, name)
+            try:
+                os.mkdir(d)
+                for f, value in settings.items():
+                    with open(os.path.join(d, f), "w") as fh:
+                        fh.write(str(value))
+                self.dirs.append(d)
+            except OSError as exc:
+                self.problem = f"cgroup {controller}: {exc.strerror}"
+                self._remove(d)
+
+    def join(self) -> list[str]:
+        """In the child: moves it (and so everything it starts) into the job's cgroups."""
+        joined = []
+        for d in self.dirs:
+            try:
+                with open(os.path.join(d, "cgroup.procs"), "w") as fh:
+                    fh.write(str(os.getpid()))
+                joined.append(os.path.basename(os.path.dirname(d)))
+            except OSError:
+                pass
+        return joined
+
+    def oom_kills(self) -> int:
+        for d in self.dirs:
+            try:
+                with open(os.path.join(d, "memory.oom_control")) as fh:
+                    for line in fh:
+                        if line.startswith("oom_kill "):
+                            return int(line.split()[1])
+            except (OSError, ValueError):
+                pass
+        return 0
+
+    def close(self) -> None:
+        for d in self.dirs:
+            self._remove(d)
+        self.dirs = []
+
+    @classmethod
+    def sweep(cls) -> None:
+        """Removes the cgroups of workers that are gone (a killed worker cannot clean up)."""
+        for controller in ("memory", "pids"):
+            base = os.path.join(cls.ROOT, controller)
+            try:
+                names = [n for n in os.listdir(base) if n.startswith("nnrag-sandbox-")]
+            except OSError:
+                continue
+            for name in names:
+                try:
+                    os.kill(int(name.split("-")[2]), 0)
+                    continue  # its worker is alive
+                except (ValueError, IndexError, ProcessLookupError):
+                    cls._remove(os.path.join(base, name))
+                except OSError:
+                    continue
+
+    @staticmethod
+    def _remove(d: str) -> None:
+        for _ in range(50):
+            try:
+                os.rmdir(d)
+                return
+            except FileNotFoundError:
+                return
+            except OSError:  # still has processes: they go now
+                try:
+                    with open(os.path.join(d, "cgroup.procs")) as fh:
+                        for pid in fh.read().split():
+                            try:
+                                os.kill(int(pid), signal.SIGKILL)
+                            except (OSError, ValueError):
+                                pass
+                except OSError:
+                    return
+                time.sleep(0.01)
 
 
 def _kill_tree(pid: int) -> None:
@@ -543,6 +656,11 @@ def _contain(job: dict, worker: Worker, in_pidns: bool, fallback: str) -> dict:
     prot: dict = {"pid_namespace": in_pidns, "network_isolated": False,
                   "mount_namespace": False, "private_tmp": False, "readonly_root": False,
                   "hidden": [], "uid": os.getuid(), "no_new_privs": False, "notes": []}
+    joined, problem = job.get("_tree") or ([], "not set up")
+    prot["tree_limits"] = joined  # cgroup controllers bounding the whole process tree
+    if len(joined) < 2:
+        prot["notes"].append("memory and process limits bind each process, not the tree"
+                             + (f" ({problem})" if problem else ""))
     root = os.geteuid() == 0
     t0 = time.perf_counter()
     marks = prot["setup_ms"] = {}
