@@ -246,7 +246,11 @@ class Worker:
         tree = _TreeLimits(f"nnrag-sandbox-{os.getpid()}-{self.jobs}",
                            int(lim.get("memory", 4 << 30)), int(lim.get("nproc", 64)))
         t_fork = time.monotonic()
-        pid = os.fork()
+        try:
+            pid = os.fork()
+        except OSError:
+            tree.close()
+            raise
         if pid == 0:  # the child never returns
             try:
                 os.close(res_r)
