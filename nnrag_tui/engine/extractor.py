@@ -167,9 +167,9 @@ class BlockExtractor:
         try:
             closure = self.resolver().closure(block)
             gen = generate(closure, self.store.source_roots())
+        except StoreError:
+            raise  # the index, not this block: the caller reports it
         except (NnragError, SyntaxError, RecursionError, ValueError) as exc:
-            if isinstance(exc, StoreError):
-                raise
             return Extraction(requested, block, None, error=f"{type(exc).__name__}: {exc}",
                               notes=notes), None
         except MemoryError:
