@@ -389,6 +389,37 @@ def test_forward_with_an_nchw_probe(validator):
 
 
 @needs_torch
+def test_forward_uses_the_image_size_a_network_declares(validator):
+    # timm's ViTs assert the input size they were built for; 32 px probes cannot pass
+    r = check(validator, """
+        import torch.nn as nn
+
+        class PatchEmbed(nn.Module):
+            def __init__(self, img_size=(96, 64), patch_size=16, in_chans=3, embed_dim=32):
+                super().__init__()
+                self.img_size = img_size
+                self.proj = nn.Conv2d(in_chans, embed_dim, patch_size, patch_size)
+
+            def forward(self, x):
+                assert tuple(x.shape[2:]) == self.img_size, f"wants {self.img_size}"
+                return self.proj(x).flatten(2).transpose(1, 2)
+
+        class TinyViT(nn.Module):
+            def __init__(self, num_classes=10):
+                super().__init__()
+                self.patch_embed = PatchEmbed()
+                self.head = nn.Linear(32, num_classes)
+
+            def forward(self, x):
+                return self.head(self.patch_embed(x).mean(1))
+        """, "TinyViT")
+    assert r.level == "forward_ran", r.as_dict()
+    fwd = r.stage("forward")
+    assert fwd.detail["input"] == [[1, 3, 96, 64]]
+    assert fwd.detail["output"] == [[1, 10]]
+
+
+@needs_torch
 def test_forward_failing_on_every_probe_is_probe_shape_and_still_validated(validator):
     r = check(validator, """
         import torch.nn as nn

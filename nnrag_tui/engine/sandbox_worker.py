@@ -1284,8 +1284,32 @@ def _shapes(kind: str, c: int, h: int) -> list[tuple]:
     }[kind]
 
 
+_MAX_PROBES = 12
+_FIRST_PROBE_MAX_PIXELS = 384 * 384
+_IMAGE_SIZE_ATTRS = ("img_size", "image_size", "input_size", "pretrain_img_size")
+
+
+def _declared_image_size(module) -> tuple[int, int] | None:
+    """(H, W) a network declares it was built for (timm's ``img_size``, a patch embedding's
+    ``img_size``), looked up on the module itself, then on its direct children in definition
+    order (deeper layers' sizes are feature sizes); None when nothing declares one."""
+    for m in (module, *module.children()):
+        for attr in _IMAGE_SIZE_ATTRS:
+            value = m.__dict__.get(attr)
+            if isinstance(value, int) and not isinstance(value, bool):
+                value = (value, value)
+            if isinstance(value, (tuple, list)) and len(value) == 3:
+                value = tuple(value)[1:]  # (C, H, W)
+            if (isinstance(value, (tuple, list)) and len(value) == 2
+                    and all(type(v) is int and 8 <= v <= 1024 for v in value)):
+                return int(value[0]), int(value[1])
+    return None
+
+
 def _probes(state: dict, module, nn) -> list[tuple[str, tuple, int]]:
-    """Plausible inputs (kind, shape, channels), most likely first, no duplicates: the first
+    """Plausible inputs (kind, shape, channels), most likely first, no duplicates: one image of
+    the size the network declares (a ViT built for 224 px asserts it; a large one is tried
+    late), then the first
     parameterised layer's expectation at several sizes (odd ones for Inception-style blocks,
     224 px last for whole networks), then the sizes used at construction in other layouts,
     then the usual 3-channel image and 64-channel feature shapes."""
@@ -1300,6 +1324,9 @@ def _probes(state: dict, module, nn) -> list[tuple[str, tuple, int]]:
 
     first = _first_layer(module, nn) if isinstance(module, nn.Module) else None
     c_used = state.get("hints", {}).get("C")
+    declared = _declared_image_size(module) if first and first[0] == "nchw" else None
+    if declared and declared[0] * declared[1] <= _FIRST_PROBE_MAX_PIXELS:
+        out.append(("nchw", (1, first[1], *declared), first[1]))
     if first:
         kind, c = first
         if kind == "nchw":
@@ -1320,6 +1347,10 @@ def _probes(state: dict, module, nn) -> list[tuple[str, tuple, int]]:
         add("nchw", first[1], 224)
     elif not first:
         add("nchw", 3, 224)
+    if declared and declared[0] * declared[1] > _FIRST_PROBE_MAX_PIXELS:
+        # a large input (SAM's 1024 px) can take longer than the forward timeout: the small
+        # sizes first, then this one while it is still among the inputs tried
+        out.insert(min(len(out), _MAX_PROBES - 1), ("nchw", (1, first[1], *declared), first[1]))
     return out
 
 
@@ -1379,7 +1410,7 @@ def _stage_forward(job: dict, state: dict) -> dict:
     if not required:
         probes = [("none", (), 0)]
     else:
-        probes = _probes(state, module, nn)[:12]
+        probes = _probes(state, module, nn)[:_MAX_PROBES]
     first_exc = None
     for kind, shape, c in probes:
         if attempts and time.perf_counter() - t0 > budget:
