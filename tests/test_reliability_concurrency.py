@@ -114,7 +114,8 @@ def reference_extraction(tmp: Path, cfg: Path, cache: Path, names: list[str]
                          ) -> dict[str, bytes]:
     """Extracted alone, with nothing else running."""
     out = tmp / "ref-out"
-    proc = run_cli(["extract", "--blocks", *names, "--out", str(out), "--config", str(cfg),
+    proc = run_cli(["extract", "--no-validate", "--blocks", *names, "--out", str(out),
+                    "--config", str(cfg),
                     "--cache-dir", str(cache)], timeout=240)
     assert proc.returncode == 0, proc.stderr
     return {p.name: p.read_bytes() for p in sorted(out.iterdir())}
@@ -135,7 +136,8 @@ def test_tui_style_index_while_cli_extracts(tmp_path, corpus):
     names = layer_blocks(cfg, cache, 24)
     expected = reference_extraction(tmp_path, cfg, cache, names)
     env = cli_env()
-    extract = ["extract", "--blocks", *names, "--config", str(cfg), "--cache-dir", str(cache)]
+    extract = ["extract", "--no-validate", "--blocks", *names, "--config", str(cfg),
+               "--cache-dir", str(cache)]
 
     # 1. indexing first: the extraction waits for it, then extracts everything
     churn(corpus, "round 1")

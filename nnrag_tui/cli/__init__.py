@@ -13,7 +13,7 @@ from nnrag_tui import __version__
 from nnrag_tui.cli.common import EXIT_ERROR, add_common
 from nnrag_tui.engine.errors import NnragError
 
-COMMAND_MODULES = ("corpus", "validate", "registry", "dedup", "stats", "export")
+COMMAND_MODULES = ("corpus", "extract", "validate", "registry", "dedup", "stats", "export")
 
 
 def build_parser() -> argparse.ArgumentParser:

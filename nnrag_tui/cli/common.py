@@ -6,6 +6,9 @@ import argparse
 import sys
 
 EXIT_ERROR = 2
+EXIT_NOT_VALIDATED = 1  # validation ran and a block did not pass
+# the validation stages, in order (engine.validate.STAGES, without importing the validator)
+STAGE_CHOICES = ("parse", "compile", "static", "import", "instantiate", "forward")
 
 
 def add_common(p: argparse.ArgumentParser) -> None:
@@ -21,6 +24,17 @@ def add_common(p: argparse.ArgumentParser) -> None:
                    help="saved blocks (env NNRAG_DATA_DIR)")
     p.add_argument("--json", action="store_true", default=sup,
                    help="machine-readable output on stdout")
+
+
+def positive_int(text: str) -> int:
+    """argparse ``type`` for counts: a whole number of at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
 
 
 def extractor(args):

@@ -1,8 +1,7 @@
-"""Corpus commands: index, blocks, sources, extract."""
+"""Corpus commands: index, blocks, sources (extract has its own module)."""
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 
@@ -12,6 +11,7 @@ from nnrag_tui.cli.common import (
     add_common,
     extractor,
     named,
+    positive_int,
     source_errors,
 )
 from nnrag_tui.engine.discovery import CATEGORIES
@@ -22,7 +22,7 @@ def register(sub) -> None:
     add_common(p)
     p.add_argument("--policy", choices=("never", "missing", "always"), default="missing",
                    help="when to fetch git sources: never, when not cached (default), always")
-    p.add_argument("--workers", type=_positive, default=None,
+    p.add_argument("--workers", type=positive_int, default=None,
                    help="parser processes (default: cores)")
     p.set_defaults(func=cmd_index)
 
@@ -34,33 +34,9 @@ def register(sub) -> None:
     p.add_argument("--policy", choices=("never", "missing", "always"), default="missing")
     p.set_defaults(func=cmd_blocks)
 
-    p = sub.add_parser("extract", help="regenerate blocks as standalone files")
-    add_common(p)
-    g = p.add_mutually_exclusive_group(required=True)
-    g.add_argument("--block", metavar="NAME", help="Name, pkg.mod.Name or pkg.mod:Name")
-    g.add_argument("--blocks", metavar="NAME", nargs="+")
-    g.add_argument("--from-file", metavar="FILE",
-                   help="a JSON list of names, or one name per line")
-    p.add_argument("--limit", type=_positive, help="with --from-file: at most N names")
-    p.add_argument("--start-from", metavar="NAME", help="with --from-file: skip names before")
-    p.add_argument("--out", metavar="DIR", help="write DIR/NAME.py and DIR/NAME.spec.json")
-    p.add_argument("--stdout", action="store_true", help="print the generated file(s)")
-    p.add_argument("--policy", choices=("never", "missing", "always"), default="missing")
-    p.set_defaults(func=cmd_extract)
-
     p = sub.add_parser("sources", help="configured repositories and their index status")
     add_common(p)
     p.set_defaults(func=cmd_sources)
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
-    return value
 
 
 def cmd_index(args) -> int:
@@ -119,52 +95,3 @@ def cmd_sources(args) -> int:
         commit = f" @ {r['commit'][:12]}" if r.get("commit") else ""
         print(named(r["name"], state) + commit)
     return 0
-
-
-def cmd_extract(args) -> int:
-    from nnrag_tui.engine.extractor import read_block_names
-
-    if args.block is not None:
-        names = [args.block]
-    elif args.blocks is not None:
-        names = args.blocks
-    else:
-        names = read_block_names(args.from_file, limit=args.limit, start_from=args.start_from)
-    if not names:
-        print("nnrag: error: no block names given", file=sys.stderr)
-        return EXIT_ERROR
-    blank = [n for n in names if not n.strip()]
-    if blank:
-        print("nnrag: error: a block name cannot be empty", file=sys.stderr)
-        return EXIT_ERROR
-    failed = 0
-    with extractor(args) as ex:
-        ex.warm_index_once(args.policy, progress=StderrProgress())
-        for name in names:
-            res = ex.extract_single_block(name, args.out)
-            failed += not res.ok
-            if args.json:
-                print(json.dumps(res.report()), flush=True)
-            elif args.stdout and res.ok:
-                for note in res.notes:  # an ambiguous name is never silent
-                    print(f"nnrag: note: {note}", file=sys.stderr)
-                print(res.generated.code)
-            else:
-                _print_extraction(res)
-    if not args.json and len(names) > 1:
-        print(f"{len(names) - failed}/{len(names)} extracted", file=sys.stderr)
-    return EXIT_ERROR if failed else 0
-
-
-def _print_extraction(res) -> None:
-    for note in res.notes:
-        print(f"nnrag: note: {note}", file=sys.stderr)
-    if not res.ok:
-        print(f"nnrag: error: {res.requested}: {res.error}", file=sys.stderr)
-        return
-    g = res.generated
-    where = f" -> {res.paths[0]}" if res.paths else ""
-    extra = f", {len(g.unresolved)} unresolved" if g.unresolved else ""
-    print(f"{res.block.key}: {g.lines} lines, {len(g.definitions)} definitions{extra}{where}")
-    for n, w in g.unresolved:
-        print(f"  unresolved: {n} ({w})")

@@ -10,12 +10,16 @@ from __future__ import annotations
 import json
 import os
 import sys
-import threading
 from pathlib import Path
 
-from nnrag_tui.cli.common import EXIT_ERROR, StderrProgress, add_common, extractor
-
-EXIT_NOT_VALIDATED = 1
+from nnrag_tui.cli.common import (
+    EXIT_ERROR,
+    EXIT_NOT_VALIDATED,
+    STAGE_CHOICES,
+    StderrProgress,
+    add_common,
+    extractor,
+)
 
 
 def register(sub) -> None:
@@ -31,8 +35,7 @@ def register(sub) -> None:
     p.add_argument("--class", dest="cls", metavar="NAME",
                    help="with FILE: the class to instantiate (default: the first name of "
                         "__all__, else the last class)")
-    p.add_argument("--stage", choices=("parse", "compile", "static", "import", "instantiate",
-                                       "forward"), default="forward",
+    p.add_argument("--stage", choices=STAGE_CHOICES, default="forward",
                    help="the deepest stage to run (default: forward)")
     p.add_argument("--timeout", type=float, default=None, metavar="S",
                    help="wall-clock limit per sandboxed stage in seconds (default: 20)")
@@ -60,6 +63,7 @@ def cmd_validate(args) -> int:
 
 def _validate(args, sandbox) -> int:
     from nnrag_tui.engine.validate import Validator, standalone_denylist
+    from nnrag_tui.engine.validate_pool import start_in_background
 
     target = args.target
     path = Path(target)
@@ -78,7 +82,7 @@ def _validate(args, sandbox) -> int:
         return EXIT_ERROR
     else:
         # the sandbox worker imports torch (seconds) while the block is being extracted
-        threading.Thread(target=_start_quietly, args=(sandbox,), daemon=True).start()
+        start_in_background(sandbox)
         with extractor(args) as ex:
             ex.warm_index_once(args.policy, progress=StderrProgress())
             res = ex.extract_single_block(target)
@@ -99,13 +103,6 @@ def _validate(args, sandbox) -> int:
     else:
         _print_report(report, args.stage)
     return 0 if report.validated else EXIT_NOT_VALIDATED
-
-
-def _start_quietly(sandbox) -> None:
-    try:
-        sandbox.start()
-    except Exception:  # noqa: BLE001  (the first job starts it again and reports the error)
-        pass
 
 
 def _print_report(report, deepest: str) -> None:

@@ -1,0 +1,173 @@
+"""`nnrag extract`: files written with --out, validation by default (--no-validate skips it),
+--save promoting only the blocks that pass, the JSON report per block with its stage verdicts
+and failure cause, exit codes, and names given in order."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from helpers import write_tree
+
+from nnrag_tui.cli import main
+
+needs_torch = pytest.mark.skipif(
+    __import__("importlib").util.find_spec("torch") is None, reason="torch is not installed")
+
+LAYERS = '''import math
+
+import torch
+from torch import nn
+
+
+def scale(x, k=2.0):
+    return x * k * math.sqrt(1.0)
+
+
+class Good(nn.Module):
+    """Scales a linear projection."""
+
+    def __init__(self, dim: int = 8):
+        super().__init__()
+        self.lin = nn.Linear(dim, dim)
+
+    def forward(self, x):
+        return scale(self.lin(x))
+'''
+
+BROKEN = '''import torch
+from torch import nn
+
+import nnrag_no_such_package_xyz
+
+
+class Broken(nn.Module):
+    def forward(self, x):
+        return nnrag_no_such_package_xyz.op(x)
+'''
+
+
+@pytest.fixture
+def setup(tmp_path: Path):
+    repo = write_tree(tmp_path / "repo", {"fixext/__init__.py": "",
+                                          "fixext/layers.py": LAYERS,
+                                          "fixext/broken.py": BROKEN})
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps({"fixext": {"path": str(repo)}}))
+    common = ["--config", str(cfg), "--cache-dir", str(tmp_path / "cache"),
+              "--data-dir", str(tmp_path / "data")]
+    return tmp_path, common
+
+
+def nnrag(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@needs_torch
+def test_extract_validates_by_default_and_reports_each_block_in_order(capsys, setup):
+    tmp, common = setup
+    out_dir = tmp / "out"
+    code, out, err = nnrag(capsys, "extract", "--blocks", "Broken", "Good", "--out",
+                           str(out_dir), *common)
+    assert code == 1, err  # extracted, but one block is not validated
+    assert (out_dir / "Good.py").is_file() and (out_dir / "Good.spec.json").is_file()
+    lines = out.splitlines()
+    broken = next(i for i, ln in enumerate(lines) if ln.startswith("fixext.broken:Broken"))
+    good = next(i for i, ln in enumerate(lines) if ln.startswith("fixext.layers:Good"))
+    assert broken < good  # the order the names were given
+    assert lines[broken + 1].startswith("  NOT validated")
+    assert "missing_external" in lines[broken + 1]
+    assert "nnrag_no_such_package_xyz" in lines[broken + 1]
+    assert lines[good + 1].startswith("  validated, level forward_ran")
+    assert lines[good + 1].endswith("2x16x8 -> 2x16x8")  # the probe that ran
+    assert "2/2 extracted, 1 validated (1 ran forward)" in err
+
+
+@needs_torch
+def test_json_report_carries_the_stage_verdicts_and_cause(capsys, setup):
+    _, common = setup
+    code, out, _ = nnrag(capsys, "extract", "--blocks", "Good", "Broken", "--json", *common)
+    assert code == 1
+    docs = [json.loads(ln) for ln in out.splitlines()]
+    assert [d["name"] for d in docs] == ["Good", "Broken"]
+    good, broken = docs
+    v = good["validation"]
+    assert v["validated"] and v["level"] == "forward_ran" and v["cause"] is None
+    assert [s["stage"] for s in v["stages"]] == ["parse", "compile", "static", "import",
+                                                 "instantiate", "forward"]
+    assert all(s["ok"] for s in v["stages"])
+    b = broken["validation"]
+    assert not b["validated"] and b["cause"] == "missing_external"
+    assert {s["stage"]: s["ok"] for s in b["stages"]}["import"] is False
+    assert "saved" not in good  # nothing is saved without --save
+
+
+@needs_torch
+def test_save_promotes_only_validated_blocks(capsys, setup):
+    tmp, common = setup
+    code, out, err = nnrag(capsys, "extract", "--blocks", "Good", "Broken", "--save", *common)
+    assert code == 1
+    assert "saved: Good v1" in out
+    assert "not saved: not validated" in out
+    assert "2/2 extracted, 1 validated (1 ran forward), 1 saved" in err
+    code, listing, _ = nnrag(capsys, "registry", "list", "--json", *common)
+    rows = json.loads(listing)
+    assert [r["name"] for r in rows] == ["Good"]
+    assert rows[0]["validated"] is True and rows[0]["level"] == "forward_ran"
+    # saving the same block again creates nothing new
+    code, out, _ = nnrag(capsys, "extract", "--block", "Good", "--save", "--json", *common)
+    assert code == 0
+    doc = json.loads(out)
+    assert doc["saved"]["version"] == "v1" and doc["saved"]["created"] is False
+    assert [p.name for p in (tmp / "data" / "blocks" / "Good").iterdir()
+            if p.name.startswith("v")] == ["v1"]
+
+
+def test_no_validate_only_extracts(capsys, setup):
+    _, common = setup
+    code, out, err = nnrag(capsys, "extract", "--blocks", "Good", "Broken", "--no-validate",
+                           "--json", *common)
+    assert code == 0, err  # both extracted; nothing was validated
+    docs = [json.loads(ln) for ln in out.splitlines()]
+    assert [d["ok"] for d in docs] == [True, True]
+    assert all("validation" not in d for d in docs)
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["--block", "Good", "--save", "--no-validate"], "cannot be combined with --no-validate"),
+    (["--block", "Good", "--timeout", "0"], "--timeout must be a positive number"),
+    (["--block", "Good", "--jobs", "0"], "must be at least 1"),
+    (["--block", "Good", "--stage", "sideways"], "invalid choice"),
+])
+def test_bad_options_are_one_line_and_exit_2(capsys, setup, argv, needle):
+    tmp, common = setup
+    try:
+        code = main(["extract", *argv, *common])
+    except SystemExit as exc:  # argparse's own usage errors
+        code = exc.code
+    err = capsys.readouterr().err
+    assert code == 2
+    assert needle in err and "Traceback" not in err
+    assert not (tmp / "data").exists()  # nothing was saved
+
+
+@needs_torch
+def test_an_unknown_name_is_exit_2_and_the_others_still_run(capsys, setup):
+    _, common = setup
+    code, out, err = nnrag(capsys, "extract", "--blocks", "NoSuchThing", "Good", *common)
+    assert code == 2
+    assert "no block named 'NoSuchThing'" in err
+    assert "fixext.layers:Good" in out and "validated, level forward_ran" in out
+
+
+@needs_torch
+def test_stdout_keeps_the_code_alone_on_stdout(capsys, setup):
+    _, common = setup
+    code, out, err = nnrag(capsys, "extract", "--block", "Good", "--stdout", *common)
+    assert code == 0
+    compile(out, "Good.py", "exec")  # stdout is exactly the generated file
+    assert "class Good(nn.Module)" in out
+    assert "validated, level forward_ran" in err
