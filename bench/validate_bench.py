@@ -64,7 +64,7 @@ def pct(xs, q):
 def run(names: list[str], ex: BlockExtractor | None, sandboxes: list[Sandbox],
         outdir: Path, deepest: str, files: dict | None = None) -> dict:
     """Extracts in this thread (or takes ``files``, already extracted: name -> (key, code,
-    class name, spec, path)), validates in one thread per sandbox; returns the figures."""
+    class name, spec, path, call sites)), validates in one thread per sandbox; returns the figures."""
     outdir.mkdir(parents=True, exist_ok=True)
     generated: dict = {}
     work: queue.Queue = queue.Queue(maxsize=2 * len(sandboxes))
@@ -77,9 +77,9 @@ def run(names: list[str], ex: BlockExtractor | None, sandboxes: list[Sandbox],
                 item = work.get()
                 if item is None:
                     return
-                name, key, code, gen_name, spec, path = item
+                name, key, code, gen_name, spec, path, call_sites = item
                 t = time.perf_counter()
-                rep = v.validate(code, gen_name, spec)
+                rep = v.validate(code, gen_name, spec, call_sites=call_sites)
                 wall = time.perf_counter() - t
                 with lock:
                     results[name] = {"key": key, "path": path, "report": rep,
@@ -104,7 +104,10 @@ def run(names: list[str], ex: BlockExtractor | None, sandboxes: list[Sandbox],
             not_extracted[name] = res.error
             continue
         g = res.generated
-        generated[name] = (res.block.key, g.code, g.name, g.spec, res.paths[0])
+        # the corpus's own constructor calls, looked up (in the validating thread) only for
+        # blocks that guessed arguments cannot build
+        generated[name] = (res.block.key, g.code, g.name, g.spec, res.paths[0],
+                           lambda res=res: ex.call_sites(res))
         work.put((name, *generated[name]))
     for _ in threads:
         work.put(None)

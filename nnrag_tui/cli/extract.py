@@ -87,7 +87,7 @@ def cmd_extract(args) -> int:
             if pool is not None:
                 pool.start()  # the workers import torch while the index is brought up to date
             ex.warm_index_once(args.policy, progress=StderrProgress())
-            tally = _Run(args, pool)
+            tally = _Run(args, pool, ex)
             for name in names:
                 tally.add(ex.extract_single_block(name, args.out))
             tally.finish()
@@ -117,9 +117,10 @@ class _Run:
     """Extractions in the order given, each waiting for its validation (running in the pool
     while later names are extracted) before it is reported and saved."""
 
-    def __init__(self, args, pool) -> None:
+    def __init__(self, args, pool, extractor) -> None:
         self.args = args
         self.pool = pool
+        self.extractor = extractor
         self.pending: deque = deque()  # (extraction, future or None)
         self.registry = None
         if args.save:
@@ -137,7 +138,8 @@ class _Run:
 
             g = res.generated
             future = self.pool.submit(g.code, g.name, g.spec, filename=f"{g.name}.py",
-                                      deny=standalone_denylist(res.block.module))
+                                      deny=standalone_denylist(res.block.module),
+                                      call_sites=lambda: self.extractor.call_sites(res))
         self.pending.append((res, future))
         while self.pending and (self.pending[0][1] is None or self.pending[0][1].done()):
             self._report(*self.pending.popleft())

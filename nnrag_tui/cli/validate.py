@@ -62,12 +62,8 @@ def cmd_validate(args) -> int:
 
 
 def _validate(args, sandbox) -> int:
-    from nnrag_tui.engine.validate import Validator, standalone_denylist
-    from nnrag_tui.engine.validate_pool import start_in_background
-
     target = args.target
     path = Path(target)
-    extra: dict = {}
     if path.is_file():
         try:
             code = path.read_text(encoding="utf-8")
@@ -75,29 +71,38 @@ def _validate(args, sandbox) -> int:
             print(f"nnrag: error: cannot read {path}: {getattr(exc, 'strerror', None) or exc}",
                   file=sys.stderr)
             return EXIT_ERROR
-        name, spec, filename = args.cls, None, path.name
-        extra["file"] = str(path)
-    elif target.endswith(".py") or os.sep in target:
+        return _run(args, sandbox, code, args.cls, None, path.name, {"file": str(path)})
+    if target.endswith(".py") or os.sep in target:
         print(f"nnrag: error: no such file: {target}", file=sys.stderr)
         return EXIT_ERROR
-    else:
-        # the sandbox worker imports torch (seconds) while the block is being extracted
-        start_in_background(sandbox)
-        with extractor(args) as ex:
-            ex.warm_index_once(args.policy, progress=StderrProgress())
-            res = ex.extract_single_block(target)
+    from nnrag_tui.engine.validate import standalone_denylist
+    from nnrag_tui.engine.validate_pool import start_in_background
+
+    # the sandbox worker imports torch (seconds) while the block is being extracted
+    start_in_background(sandbox)
+    with extractor(args) as ex:
+        ex.warm_index_once(args.policy, progress=StderrProgress())
+        res = ex.extract_single_block(target)
         for note in res.notes:
             print(f"nnrag: note: {note}", file=sys.stderr)
         if not res.ok:
             print(f"nnrag: error: {target}: {res.error}", file=sys.stderr)
             return EXIT_ERROR
         gen = res.generated
-        code, name, spec, filename = gen.code, args.cls or gen.name, gen.spec, f"{gen.name}.py"
-        extra.update(block=res.block.key, repo=res.block.source)
         if not args.allow_source_imports:
             sandbox.deny_imports = standalone_denylist(res.block.module)
+        # the corpus's own constructor calls, looked up only if guessed arguments fail
+        return _run(args, sandbox, gen.code, args.cls or gen.name, gen.spec, f"{gen.name}.py",
+                    {"block": res.block.key, "repo": res.block.source},
+                    call_sites=lambda: ex.call_sites(res))
+
+
+def _run(args, sandbox, code, name, spec, filename, extra, call_sites=None) -> int:
+    from nnrag_tui.engine.validate import Validator
+
     with Validator(sandbox, deepest=args.stage) as validator:
-        report = validator.validate(code, name, spec, filename=filename)
+        report = validator.validate(code, name, spec, filename=filename,
+                                    call_sites=call_sites)
     if args.json:
         print(json.dumps({**report.as_dict(), **extra}, indent=2))
     else:

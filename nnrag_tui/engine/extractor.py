@@ -7,6 +7,7 @@ import fnmatch
 import json
 import os
 import sqlite3
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -45,6 +46,10 @@ class BlockExtractor:
         self._store: FileIndexStore | None = None
         self._indexed = False
         self._resolver: Resolver | None = None
+        self._call_sites = None  # CallSites over the current resolver
+        # the resolver's caches are not thread-safe: extraction and call-site lookups (which a
+        # validation thread may ask for) take turns
+        self._resolve_lock = threading.RLock()
 
     @property
     def store(self) -> FileIndexStore:
@@ -83,6 +88,7 @@ class BlockExtractor:
                 policy, progress, cancel)
         self._indexed = True
         self._resolver = None
+        self._call_sites = None
         return report
 
     def warm_index_once(self, policy: str = "missing", progress: ProgressFn | None = None,
@@ -165,8 +171,9 @@ class BlockExtractor:
         requested = requested or block.key
         notes = list(notes or ())
         try:
-            closure = self.resolver().closure(block)
-            gen = generate(closure, self.store.source_roots())
+            with self._resolve_lock:
+                closure = self.resolver().closure(block)
+                gen = generate(closure, self.store.source_roots())
         except StoreError:
             raise  # the index, not this block: the caller reports it
         except (NnragError, SyntaxError, RecursionError, ValueError) as exc:
@@ -182,6 +189,28 @@ class BlockExtractor:
                                     f"{exc}"), None
         return Extraction(requested, block, gen, notes=notes + gen.notes,
                           sources=self.store.source_roots()), closure
+
+    def call_sites(self, extraction: Extraction) -> list[dict]:
+        """Constructor arguments the block's repository itself uses (see
+        ``engine.callsites``), for the validator to try when guessed arguments fail. Empty
+        for a failed extraction or when nothing usable is found; never raises for a block."""
+        if not extraction.ok or extraction.block is None:
+            return []
+        from nnrag_tui.engine.callsites import CallSites
+        from nnrag_tui.engine.modsource import ModuleSource
+
+        g = extraction.generated
+        try:
+            names = set(ModuleSource(g.code).binders)
+            with self._resolve_lock:
+                resolver = self.resolver()
+                if self._call_sites is None or self._call_sites.resolver is not resolver:
+                    self._call_sites = CallSites(resolver)
+                sets = self._call_sites.for_block(extraction.block, names,
+                                                  g.spec.get("constructor") or [])
+        except (NnragError, SyntaxError, RecursionError, ValueError, OSError, sqlite3.Error):
+            return []
+        return [s.as_dict() for s in sets]
 
     def extract_multiple_blocks(self, names, out_dir: str | Path | None = None
                                 ) -> list[Extraction]:

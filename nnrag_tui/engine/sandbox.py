@@ -236,10 +236,12 @@ class Sandbox:
     # -- jobs ------------------------------------------------------------------------------
     def run(self, code: str, name: str | None = None, stages=SANDBOX_STAGES, *,
             timeouts: dict[str, float] | None = None, limits: SandboxLimits | None = None,
-            keep_going: bool = True) -> SandboxResult:
+            keep_going: bool = True, call_sites: list[dict] | None = None) -> SandboxResult:
         """Runs ``stages`` on the block file ``code`` whose target class is ``name``: import,
         instantiate, forward, and (when the worker can, ``info["source_stages"]``) parse,
-        compile and static before them. Never raises for anything the block does."""
+        compile and static before them. With ``call_sites`` (``engine.callsites`` argument
+        sets) instantiate tries those instead of guessing. Never raises for anything the
+        block does."""
         lim = limits or self.limits
         tmo = lim.timeouts()
         if timeouts:
@@ -255,6 +257,8 @@ class Sandbox:
                         "pid": self.pid_namespace, "uid": self.uid},
             "deny_imports": list(self.deny_imports),
         }
+        if call_sites:
+            job["call_sites"] = list(call_sites)
         # the worker kills a stuck stage itself; this is the backstop for a stuck worker
         backstop = sum(tmo[s] for s in stages) + tmo["setup"] + 30.0
         with self._lock:

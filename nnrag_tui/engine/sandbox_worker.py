@@ -1060,7 +1060,17 @@ def _stage_instantiate(job: dict, state: dict) -> dict:
     budget = float(job.get("timeouts", {}).get("instantiate", 10.0)) * 0.6
     t0 = time.perf_counter()
     candidates: list[tuple[tuple, dict, dict, dict]] = []
-    if not required:
+    if job.get("call_sites"):
+        # the caller's guesses failed: the arguments the corpus itself passes, evaluated in
+        # the block's module (see engine.callsites)
+        candidates = _call_site_candidates(job["call_sites"], params, required,
+                                           vars(state["module"]))
+        if not candidates:
+            raise _StageFailed({"type": "NeedsArguments", "message": "none of the "
+                                f"{len(job['call_sites'])} argument sets seen in the corpus "
+                                "could be evaluated in the file", "frames": []},
+                               {"required": [p.name for p in required]})
+    elif not required:
         candidates.append(((), {}, {}, {"C": None}))
     else:
         seen = set()
@@ -1103,6 +1113,8 @@ def _stage_instantiate(job: dict, state: dict) -> dict:
         state["ctor"] = shown
         detail = {"args": shown, "attempts": len(attempts) + 1,
                   "required": [p.name for p in required]}
+        if hints.get("call_site"):
+            detail["call_site"] = hints["call_site"]
         if isinstance(obj, nn.Module):
             try:
                 detail["parameters"] = sum(p.numel() for p in obj.parameters())
@@ -1119,6 +1131,49 @@ def _stage_instantiate(job: dict, state: dict) -> dict:
 
 class _NoGuess(Exception):
     pass
+
+
+def _call_site_candidates(sets: list[dict], params, required, namespace: dict):
+    """(args, kwargs, shown, hints) for each argument set whose expressions evaluate in the
+    block's module; an argument that does not is left out (a positional one ends the
+    positional run), and required parameters still missing get the usual guesses."""
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    out = []
+    for cs in sets[:16]:
+        args: list = []
+        shown: dict = {}
+        for p, text in zip(positional, cs.get("args") or []):
+            try:
+                args.append(eval(text, dict(namespace)))  # noqa: S307  (sandboxed corpus code)
+            except Exception:  # noqa: BLE001
+                break
+            shown[p.name] = _short(text)
+        kwargs: dict = {}
+        for k, text in (cs.get("kwargs") or {}).items():
+            if k in shown:
+                continue
+            try:
+                kwargs[k] = eval(text, dict(namespace))  # noqa: S307
+            except Exception:  # noqa: BLE001
+                continue
+            shown[k] = _short(text)
+        if not shown:
+            continue
+        missing = [p for p in required if p.name not in shown]
+        try:
+            more_args, more_kwargs, more_shown = _assign(missing, SIZES[0])
+        except _NoGuess:
+            continue
+        if more_args:  # a positional-only parameter the call site did not fill
+            continue
+        kwargs.update(more_kwargs)
+        shown.update(more_shown)
+        out.append((tuple(args), kwargs, shown, {"C": None, "call_site": cs.get("where")}))
+    return out
+
+
+def _short(text: str, limit: int = 120) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 _CHANNEL_TOKENS = frozenset({

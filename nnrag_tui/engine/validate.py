@@ -28,7 +28,7 @@ from __future__ import annotations
 import ast
 import re
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from nnrag_tui.engine import taxonomy
@@ -121,10 +121,14 @@ class Validator:
 
     # -- the stages ------------------------------------------------------------------------
     def validate(self, code: str, name: str | None = None, spec: dict | None = None, *,
-                 filename: str | None = None) -> ValidationReport:
+                 filename: str | None = None, call_sites=None) -> ValidationReport:
         """Validates the standalone file ``code`` whose block class is ``name`` (default: the
         spec's name, else the file's ``__all__``, else its last class). Never raises for
-        anything about the code."""
+        anything about the code.
+
+        ``call_sites``: argument sets the corpus uses for this constructor (a list, or a
+        callable returning one: ``BlockExtractor.call_sites``), tried in a second sandbox
+        run only when the block imports but cannot be built from guessed arguments."""
         t_start = time.perf_counter()
         name = name or (spec or {}).get("name") or None
         fname = filename or f"{name or 'block'}.py"
@@ -141,6 +145,7 @@ class Validator:
             if name is None and parsed is not None:
                 name = (parsed.get("verdict") or {}).get("detail", {}).get("target")
             info = self._sandbox_verdicts(res, want, code, verdicts, causes)
+            self._with_call_sites(code, name, want, verdicts, causes, call_sites)
             return self._report(name or "?", verdicts, causes, t_start, info)
         check = source_stages(code, fname, upto=min(want[-1], "static", key=STAGES.index),
                               keep_going=self.keep_going, cache=self._static_cache)
@@ -150,7 +155,44 @@ class Validator:
         if boxed and check.proceed:
             res = self.sandbox.run(code, name, boxed, timeouts=self.timeouts or None)
             info = self._sandbox_verdicts(res, boxed, code, verdicts, causes)
+            self._with_call_sites(code, name, want, verdicts, causes, call_sites)
         return self._report(name, verdicts, causes, t_start, info)
+
+    def _with_call_sites(self, code, name, want, verdicts, causes, call_sites) -> None:
+        """When the block imports but guessed arguments cannot build it, runs import,
+        instantiate (and forward) again with the corpus's own argument sets; their verdicts
+        replace the first run's when the block is built. Either way the instantiate verdict
+        says how many sets were tried."""
+        by = {v.stage: v for v in verdicts}
+        inst = by.get("instantiate")
+        if (call_sites is None or inst is None or inst.ok or not by["import"].ok
+                or inst.detail.get("cause") != "needs_arguments"):
+            return
+        sets = call_sites() if callable(call_sites) else call_sites
+        if not sets:
+            return
+        stages = [s for s in ("import", "instantiate", "forward") if s in want]
+        res = self.sandbox.run(code, name, stages, timeouts=self.timeouts or None,
+                               keep_going=self.keep_going, call_sites=sets)
+        again: list[StageVerdict] = []
+        again_causes: list[Cause] = []
+        self._sandbox_verdicts(res, stages, code, again, again_causes)
+        by_again = {v.stage: v for v in again}
+        built = by_again.get("instantiate")
+        if built is None or not built.ok:
+            why = built.diagnostics if built is not None else "the second run did not start"
+            i = verdicts.index(inst)
+            verdicts[i] = replace(inst, detail={
+                **inst.detail, "call_sites_tried": len(sets), "call_sites_error": why})
+            return
+        built = replace(built, detail={
+            **built.detail, "call_sites_tried": len(sets),
+            "guessed_arguments_error": inst.diagnostics})
+        verdicts[:] = [v for v in verdicts if v.stage not in ("instantiate", "forward")]
+        verdicts.append(built)
+        if "forward" in by_again:
+            verdicts.append(by_again["forward"])
+        causes[:] = again_causes  # the first run's only cause was the instantiate failure
 
     def _sandbox_verdicts(self, res, stages, code, verdicts, causes) -> dict:
         ends = res.stage_events()
@@ -801,6 +843,8 @@ def _ok_diag(stage: str, detail: dict) -> str:
     if stage == "instantiate":
         args = detail.get("args") or {}
         shown = ", ".join(f"{k}={v}" for k, v in args.items())
+        if detail.get("call_site"):
+            shown = f"as at {detail['call_site']}: {shown}"
         return f"({shown})" + (f", {detail['parameters']:,} parameters"
                                if "parameters" in detail else "")
     if stage == "forward":

@@ -546,7 +546,8 @@ class NnragApp(App[int]):
             report = self.validation.validate(
                 g.code, g.name, g.spec, block=job.block,
                 on_stage=lambda v: self.post_message(ValidationStage(job, v)),
-                on_note=lambda t: self.post_message(ValidationNote(job, t)))
+                on_note=lambda t: self.post_message(ValidationNote(job, t)),
+                call_sites=lambda: self._call_sites(view.extraction))
         except NnragError as exc:
             self.post_message(ValidationFinished(job, error=str(exc), view=view))
             return
@@ -555,6 +556,16 @@ class NnragApp(App[int]):
                 job, error=f"{type(exc).__name__}: {exc} (this is a bug in nnrag)", view=view))
             return
         self.post_message(ValidationFinished(job, report, g.code, view=view))
+
+    def _call_sites(self, extraction) -> list[dict]:
+        """The corpus's constructor calls for a block being validated (engine time: taken
+        only when guessed arguments failed)."""
+        if not self._acquire_engine(lambda: None):
+            return []
+        try:
+            return self.extractor.call_sites(extraction) if self.index_complete else []
+        finally:
+            self._engine_lock.release()
 
     @while_mounted
     def on_validation_started(self, message: ValidationStarted) -> None:

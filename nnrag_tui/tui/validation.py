@@ -29,7 +29,8 @@ class Validation(Protocol):
     """What the app needs from a validator; tests pass their own."""
 
     def validate(self, code: str, name: str, spec: dict | None, *, block: Block,
-                 on_stage: StageFn, on_note: NoteFn) -> Any: ...
+                 on_stage: StageFn, on_note: NoteFn,
+                 call_sites: Callable[[], list[dict]] | None = None) -> Any: ...
 
     def close(self) -> None: ...
 
@@ -42,8 +43,11 @@ class SandboxValidation:
         self._sandbox: Sandbox | None = None
 
     def validate(self, code: str, name: str, spec: dict | None, *, block: Block,
-                 on_stage: StageFn, on_note: NoteFn) -> Any:
-        """Raises ``NnragError`` (``SandboxError``) when the sandbox cannot start."""
+                 on_stage: StageFn, on_note: NoteFn,
+                 call_sites: Callable[[], list[dict]] | None = None) -> Any:
+        """Raises ``NnragError`` (``SandboxError``) when the sandbox cannot start.
+        ``call_sites``: the corpus's constructor calls, asked for only when guessed
+        arguments cannot build the block (``BlockExtractor.call_sites``)."""
         from nnrag_tui.engine.validate import STAGES, Validator, standalone_denylist
 
         filename = f"{name}.py"
@@ -57,8 +61,8 @@ class SandboxValidation:
             return quick
         sandbox = self._get_sandbox(on_note)
         sandbox.deny_imports = standalone_denylist(block.module)  # as `nnrag validate NAME`
-        report = Validator(sandbox, deepest=self.deepest).validate(code, name, spec,
-                                                                   filename=filename)
+        report = Validator(sandbox, deepest=self.deepest).validate(
+            code, name, spec, filename=filename, call_sites=call_sites)
         for verdict in report.stages:
             if verdict.stage not in done:
                 on_stage(verdict)

@@ -1,0 +1,227 @@
+"""Constructor arguments the corpus itself uses, for the validator's instantiate stage.
+
+A block whose constructor needs a config (``ByobNet(cfg)``), a block class (``ResNet(block,
+layers)``) or a list of stage definitions cannot be built from guesses on parameter names.
+The corpus shows how it is built. Three shapes are collected, as source text:
+
+1. calls of the class itself anywhere in its repository (``Bottleneck(64, 64, stride=2)``),
+   the callee resolved through each calling module's own imports, so a same-named class
+   elsewhere never counts;
+2. in the block's own module, ``dict(...)`` calls and ``{...}`` literals whose keys are all
+   constructor parameters (timm's ``model_args = dict(block=BasicBlock, layers=(2, 2, 2, 2))``);
+3. for a parameter annotated with a corpus class (``cfg: ByoModelCfg``), calls of that class
+   in the block's module (``ByoModelCfg(blocks=(...), stem_chs=64)``).
+
+Only expressions that can be evaluated in the generated file are kept: every name they use is
+defined or imported by the file, or a builtin. The sandbox evaluates them in the imported
+block module and tries the sets after the guessed arguments fail.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from nnrag_tui.engine.parse import dotted
+
+if TYPE_CHECKING:
+    from nnrag_tui.engine.bindings import ModuleEntry
+    from nnrag_tui.engine.facts import Block
+    from nnrag_tui.engine.resolve import Resolver
+
+MAX_SETS = 8
+MAX_EXPR_CHARS = 600
+_BUILTINS = frozenset(dir(builtins))
+_IDENT = re.compile(r"[A-Za-z_]\w*")
+
+
+@dataclass(frozen=True)
+class ArgumentSet:
+    """Arguments of one constructor call seen in the corpus, as source text."""
+
+    where: str  # relpath:line
+    args: tuple[str, ...] = ()
+    kwargs: tuple[tuple[str, str], ...] = ()
+
+    def as_dict(self) -> dict:
+        return {"where": self.where, "args": list(self.args), "kwargs": dict(self.kwargs)}
+
+
+class CallSites:
+    """Finds argument sets for blocks of one resolver's index; module texts are read once."""
+
+    def __init__(self, resolver: Resolver) -> None:
+        self.resolver = resolver
+        self._texts: dict[tuple[str, str], str | None] = {}
+
+    def for_block(self, block: Block, file_names: set[str] | frozenset[str],
+                  params: list[dict]) -> list[ArgumentSet]:
+        """Argument sets for ``block``'s constructor, best first, at most ``MAX_SETS``.
+        ``file_names``: the names the generated file binds at module level; ``params``: the
+        spec's constructor parameters (``name``, ``kind``, ``annotation``, ``default``)."""
+        index = self.resolver.index
+        home = index.entries.get((block.source, block.module))
+        if home is None or "." in block.qualname:
+            return []
+        named = [p for p in params if p.get("kind") not in ("var_positional", "var_keyword")]
+        names = [p["name"] for p in named]
+        positional = [p["name"] for p in named if p.get("kind") in ("positional", "normal")]
+        if not names:
+            return []
+        required = {p["name"] for p in named if "default" not in p}
+        usable = frozenset(file_names) | _BUILTINS
+        found: list[tuple[tuple, ArgumentSet]] = []
+        seen: set[tuple] = set()
+
+        def keep(rank: int, s: ArgumentSet | None) -> None:
+            if s is None or not (s.args or s.kwargs):
+                return
+            key = (s.args, s.kwargs)
+            if key in seen:
+                return
+            seen.add(key)
+            covered = set(positional[: len(s.args)]) | {k for k, _ in s.kwargs}
+            size = sum(map(len, s.args)) + sum(len(v) for _, v in s.kwargs)
+            # most required parameters filled, nearest, then the shortest (the small
+            # variants: resnet18 before resnext101)
+            found.append(((-len(covered & required), rank, size), s))
+
+        for entry in self._modules(block.source, home):
+            rank = 0 if entry is home else 1
+            for call in self._calls(entry, block.qualname):
+                if self._is_target(entry, call.func, home, block.qualname):
+                    keep(rank, self._from_call(entry, call, positional, names, usable))
+        ms = self.resolver.module_source(home)
+        for st in ms.stmts:
+            for node in ast.walk(st.node):
+                keep(2, self._from_mapping(home, node, set(names), usable))
+        for p in params:
+            for cfg_class in self._annotated_classes(home, p.get("annotation") or ""):
+                for call in self._calls(home, cfg_class):
+                    if self._is_target(home, call.func, home, cfg_class):
+                        text = self._text(call, usable)
+                        if text is not None:
+                            keep(3, ArgumentSet(_where(home, call), (), ((p["name"], text),)))
+        found.sort(key=lambda t: t[0])
+        return [s for _, s in found[:MAX_SETS]]
+
+    # -- finding calls ---------------------------------------------------------------------
+    def _modules(self, source: str, home: ModuleEntry) -> list[ModuleEntry]:
+        others = sorted((e for (src, _), e in self.resolver.index.entries.items()
+                         if src == source and e is not home), key=lambda e: e.module)
+        return [home, *others]
+
+    def _calls(self, entry: ModuleEntry, name: str) -> list[ast.Call]:
+        text = self._read(entry)
+        if text is None or not re.search(rf"(?<![\w]){re.escape(name)}\s*\(", text):
+            return []
+        try:
+            ms = self.resolver.module_source(entry)
+        except Exception:  # noqa: BLE001  (an unreadable or changed file has no call sites)
+            return []
+        out = []
+        for st in ms.stmts:
+            for node in ast.walk(st.node):
+                if isinstance(node, ast.Call):
+                    f = node.func
+                    if (isinstance(f, ast.Name) and f.id == name) or (
+                            isinstance(f, ast.Attribute) and f.attr == name):
+                        out.append(node)
+        return out
+
+    def _read(self, entry: ModuleEntry) -> str | None:
+        if entry.key not in self._texts:
+            from pathlib import Path
+
+            path = Path(self.resolver.roots[entry.source]) / entry.facts.relpath
+            try:
+                self._texts[entry.key] = path.read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                self._texts[entry.key] = None
+        return self._texts[entry.key]
+
+    def _is_target(self, entry: ModuleEntry, func: ast.expr, home: ModuleEntry,
+                   name: str) -> bool:
+        index = self.resolver.index
+        path = dotted(func)
+        if path is None:
+            return False
+        t = index.lookup(entry, path) if "." not in path else index.resolve_dotted(entry, path)
+        return t.kind == "def" and t.entry is not None and t.entry.key == home.key \
+            and t.name == name and not t.attr
+
+    # -- turning calls into argument sets ---------------------------------------------------
+    def _from_call(self, entry: ModuleEntry, call: ast.Call, positional: list[str],
+                   names: list[str], usable: frozenset[str]) -> ArgumentSet | None:
+        args: list[str] = []
+        for a in call.args:
+            if isinstance(a, ast.Starred):
+                break
+            text = self._text(a, usable)
+            if text is None:
+                break  # later positions cannot be filled by shifting: stop here
+            args.append(text)
+        args = args[: len(positional)]
+        kwargs = []
+        for kw in call.keywords:
+            if kw.arg is None or kw.arg not in names:
+                continue
+            text = self._text(kw.value, usable)
+            if text is not None:
+                kwargs.append((kw.arg, text))
+        return ArgumentSet(_where(entry, call), tuple(args), tuple(kwargs))
+
+    def _from_mapping(self, entry: ModuleEntry, node: ast.AST, names: set[str],
+                      usable: frozenset[str]) -> ArgumentSet | None:
+        pairs: list[tuple[str, ast.expr]] = []
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
+                and node.func.id == "dict" and not node.args and node.keywords:
+            if any(k.arg is None for k in node.keywords):
+                return None
+            pairs = [(k.arg, k.value) for k in node.keywords]  # type: ignore[misc]
+        elif isinstance(node, ast.Dict) and node.keys and all(
+                isinstance(k, ast.Constant) and isinstance(k.value, str) for k in node.keys):
+            pairs = [(k.value, v) for k, v in zip(node.keys, node.values)]  # type: ignore
+        if len(pairs) < 2 or not all(k in names for k, _ in pairs):
+            return None
+        kwargs = []
+        for k, v in pairs:
+            text = self._text(v, usable)
+            if text is not None:
+                kwargs.append((k, text))
+        return ArgumentSet(_where(entry, node), (), tuple(kwargs))
+
+    def _annotated_classes(self, home: ModuleEntry, annotation: str) -> list[str]:
+        index = self.resolver.index
+        out = []
+        for ident in dict.fromkeys(_IDENT.findall(annotation)):
+            t = index.lookup(home, ident)
+            if t.kind == "def" and t.entry is not None and t.entry.key == home.key \
+                    and ident in home.classes:
+                out.append(ident)
+        return out
+
+    @staticmethod
+    def _text(node: ast.expr, usable: frozenset[str]) -> str | None:
+        """The expression's source when every name it loads is usable in the generated file
+        (no lambdas, comprehensions or walrus: their own names would need scoping). A table
+        looked up by a local key (``model_cfgs[variant]``) becomes the table's first value."""
+        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) \
+                and node.value.id in usable and CallSites._text(node.slice, usable) is None:
+            return f"next(iter({node.value.id}.values()))"
+        for n in ast.walk(node):
+            if isinstance(n, (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp,
+                              ast.GeneratorExp, ast.NamedExpr, ast.Await, ast.Yield,
+                              ast.YieldFrom)):
+                return None
+            if isinstance(n, ast.Name) and n.id not in usable:
+                return None
+        text = ast.unparse(node)
+        return text if len(text) <= MAX_EXPR_CHARS else None
+
+
+def _where(entry: ModuleEntry, node: ast.AST) -> str:
+    return f"{entry.facts.relpath}:{getattr(node, 'lineno', 0)}"

@@ -1,0 +1,204 @@
+"""Constructor arguments from the corpus's own calls (engine.callsites) and the validator's
+second try with them when guessed arguments cannot build a block."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from helpers import write_tree
+
+from nnrag_tui.cli import main
+from nnrag_tui.engine.config import parse_config
+from nnrag_tui.engine.extractor import BlockExtractor
+
+needs_torch = pytest.mark.skipif(
+    __import__("importlib").util.find_spec("torch") is None, reason="torch is not installed")
+
+NETS = '''from dataclasses import dataclass
+from typing import Tuple, Type
+
+import torch
+from torch import nn
+
+
+@dataclass
+class StageCfg:
+    depths: Tuple[int, ...] = (1, 1)
+    width: int = 8
+
+
+class StagedNet(nn.Module):
+    """Needs a config object: no parameter name tells what to pass."""
+
+    def __init__(self, cfg: StageCfg, num_classes: int = 10):
+        super().__init__()
+        self.stem = nn.Conv2d(3, cfg.width, 3, padding=1)
+        self.blocks = nn.Sequential(*[nn.Conv2d(cfg.width, cfg.width, 3, padding=1)
+                                      for _ in range(sum(cfg.depths))])
+        self.head = nn.Linear(cfg.width, num_classes)
+
+    def forward(self, x):
+        return self.head(self.blocks(self.stem(x)).mean((2, 3)))
+
+
+model_cfgs = dict(
+    small=StageCfg(depths=(1, 2), width=16),
+    large=StageCfg(depths=(3, 4, 6, 3), width=64),
+)
+
+
+class Basic(nn.Module):
+    expansion = 1
+
+    def __init__(self, chs: int):
+        super().__init__()
+        self.conv = nn.Conv2d(chs, chs, 3, padding=1)
+
+    def forward(self, x):
+        return self.conv(x)
+
+
+class LayeredNet(nn.Module):
+    """Needs a block class with an ``expansion`` and a list of layer counts (the annotation
+    brings ``Basic`` into the file, as timm's ResNet annotation does)."""
+
+    def __init__(self, block: Type[Basic], layers, width: int = 8):
+        super().__init__()
+        self.stem = nn.Conv2d(3, width * block.expansion, 3, padding=1)
+        self.body = nn.Sequential(*[block(width * block.expansion) for _ in range(sum(layers))])
+
+    def forward(self, x):
+        return self.body(self.stem(x))
+
+
+def _create(variant, **kwargs):
+    return LayeredNet(**kwargs)
+
+
+def layered18(**kwargs):
+    model_args = dict(block=Basic, layers=(2, 2))
+    return _create("layered18", **dict(model_args, **kwargs))
+'''
+
+USERS = '''from torch import nn
+
+from .nets import StagedNet, StageCfg
+
+
+class Tiny(nn.Module):
+    def __init__(self, width):
+        super().__init__()
+        self.net = StagedNet(StageCfg(depths=(1,), width=4), num_classes=width)
+
+    def forward(self, x):
+        return self.net(x)
+'''
+
+# a same-named class elsewhere: its call sites must never be taken for nets.StagedNet
+OTHER = '''from torch import nn
+
+
+class StagedNet(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+
+    def forward(self, x):
+        return x
+
+
+def build():
+    return StagedNet(cfg="something-else-entirely")
+'''
+
+
+@pytest.fixture
+def ex(tmp_path: Path):
+    repo = write_tree(tmp_path / "repo", {"cspkg/__init__.py": "",
+                                          "cspkg/nets.py": NETS,
+                                          "cspkg/users.py": USERS,
+                                          "cspkg/other.py": OTHER})
+    e = BlockExtractor(parse_config({"cspkg": {"path": str(repo)}}),
+                       cache_dir=tmp_path / "cache", data_dir=tmp_path / "data")
+    e.index()
+    yield e
+    e.close()
+
+
+def sets_for(ex, name: str) -> list[dict]:
+    res = ex.extract_single_block(name)
+    assert res.ok, res.error
+    return ex.call_sites(res)
+
+
+def test_direct_calls_resolved_through_imports_and_config_values(ex):
+    sets = sets_for(ex, "cspkg.nets:StagedNet")
+    kw = [s["kwargs"].get("cfg") for s in sets]
+    # the call in users.py, found through its `from .nets import StagedNet`
+    direct = next(s for s in sets if s["where"] == "cspkg/users.py:9")
+    assert direct["args"] == ["StageCfg(depths=(1,), width=4)"]
+    assert direct["kwargs"] == {}  # num_classes=width: `width` is local to Tiny.__init__
+    # values of the config class in the block's module
+    assert "StageCfg(depths=(1, 2), width=16)" in kw
+    # the same-named class in other.py is somebody else's: its call never counts
+    assert all("something-else" not in json.dumps(s) for s in sets)
+    assert all(not s["where"].startswith("cspkg/other.py") for s in sets)
+
+
+def test_dict_of_constructor_arguments_in_the_module(ex):
+    sets = sets_for(ex, "cspkg.nets:LayeredNet")
+    assert sets[0]["kwargs"] == {"block": "Basic", "layers": "(2, 2)"}
+    assert sets[0]["where"].startswith("cspkg/nets.py:")
+
+
+def test_expressions_that_need_local_names_are_left_out(ex):
+    # `LayeredNet(**kwargs)` in _create passes nothing usable; no set comes from it
+    sets = sets_for(ex, "cspkg.nets:LayeredNet")
+    assert all("kwargs" not in v for s in sets for v in s["kwargs"].values())
+
+
+@needs_torch
+def test_validator_builds_a_config_driven_net_from_call_sites(ex):
+    from nnrag_tui.engine.sandbox import Sandbox
+    from nnrag_tui.engine.validate import Validator
+
+    res = ex.extract_single_block("cspkg.nets:StagedNet")
+    g = res.generated
+    asked = []
+
+    def call_sites():
+        asked.append(1)
+        return ex.call_sites(res)
+
+    with Sandbox(deny_imports=("cspkg",)) as sb, Validator(sb) as v:
+        without = v.validate(g.code, g.name, g.spec)
+        assert without.level == "imported" and without.cause == "needs_arguments"
+        report = v.validate(g.code, g.name, g.spec, call_sites=call_sites)
+        assert report.level == "forward_ran", report.as_dict()
+        inst = report.stage("instantiate")
+        assert inst.detail["call_site"].startswith("cspkg/")
+        assert inst.detail["call_sites_tried"] >= 2
+        assert "cannot infer a value for parameter 'cfg'" in inst.detail[
+            "guessed_arguments_error"]
+        assert "as at cspkg/" in inst.diagnostics
+        assert report.cause is None
+        # a block that guessed arguments can build never asks for call sites
+        basic = ex.extract_single_block("cspkg.nets:Basic").generated
+        asked.clear()
+        ok = v.validate(basic.code, basic.name, basic.spec, call_sites=call_sites)
+        assert ok.level == "forward_ran" and not asked
+
+
+@needs_torch
+def test_extract_cli_reaches_forward_with_call_sites(tmp_path, capsys, ex):
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps({"cspkg": {"path": str(tmp_path / "repo")}}))
+    code = main(["extract", "--block", "cspkg.nets:LayeredNet", "--json", "--config", str(cfg),
+                 "--cache-dir", str(tmp_path / "cache2")])
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 0
+    v = doc["validation"]
+    assert v["level"] == "forward_ran"
+    inst = next(s for s in v["stages"] if s["stage"] == "instantiate")
+    assert inst["detail"]["args"] == {"block": "Basic", "layers": "(2, 2)"}
