@@ -22,7 +22,8 @@ from __future__ import annotations
 import ast
 import builtins
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from nnrag_tui.engine.parse import dotted
@@ -36,6 +37,13 @@ MAX_SETS = 8
 MAX_EXPR_CHARS = 600
 _BUILTINS = frozenset(dir(builtins))
 _IDENT = re.compile(r"[A-Za-z_]\w*")
+_CALLEE = re.compile(r"([A-Za-z_]\w*)\s*\(")
+
+
+@dataclass
+class _ModuleNodes:
+    calls: dict[str, list[ast.Call]] = field(default_factory=dict)
+    mappings: list[ast.expr] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -55,7 +63,8 @@ class CallSites:
 
     def __init__(self, resolver: Resolver) -> None:
         self.resolver = resolver
-        self._texts: dict[tuple[str, str], str | None] = {}
+        self._callees: dict[tuple[str, str], frozenset[str]] = {}  # names called, by text
+        self._nodes: dict[tuple[str, str], _ModuleNodes] = {}
 
     def for_block(self, block: Block, file_names: set[str] | frozenset[str],
                   params: list[dict]) -> list[ArgumentSet]:
@@ -94,10 +103,8 @@ class CallSites:
             for call in self._calls(entry, block.qualname):
                 if self._is_target(entry, call.func, home, block.qualname):
                     keep(rank, self._from_call(entry, call, positional, names, usable))
-        ms = self.resolver.module_source(home)
-        for st in ms.stmts:
-            for node in ast.walk(st.node):
-                keep(2, self._from_mapping(home, node, set(names), usable))
+        for node in self._module_nodes(home).mappings:
+            keep(2, self._from_mapping(home, node, set(names), usable))
         for p in params:
             for cfg_class in self._annotated_classes(home, p.get("annotation") or ""):
                 for call in self._calls(home, cfg_class):
@@ -115,33 +122,44 @@ class CallSites:
         return [home, *others]
 
     def _calls(self, entry: ModuleEntry, name: str) -> list[ast.Call]:
-        text = self._read(entry)
-        if text is None or not re.search(rf"(?<![\w]){re.escape(name)}\s*\(", text):
+        if name not in self._called_names(entry):
             return []
-        try:
-            ms = self.resolver.module_source(entry)
-        except Exception:  # noqa: BLE001  (an unreadable or changed file has no call sites)
-            return []
-        out = []
-        for st in ms.stmts:
-            for node in ast.walk(st.node):
-                if isinstance(node, ast.Call):
-                    f = node.func
-                    if (isinstance(f, ast.Name) and f.id == name) or (
-                            isinstance(f, ast.Attribute) and f.attr == name):
-                        out.append(node)
-        return out
+        return self._module_nodes(entry).calls.get(name, [])
 
-    def _read(self, entry: ModuleEntry) -> str | None:
-        if entry.key not in self._texts:
-            from pathlib import Path
-
+    def _called_names(self, entry: ModuleEntry) -> frozenset[str]:
+        """Every ``name(`` in the module's text: a cheap filter before parsing it."""
+        hit = self._callees.get(entry.key)
+        if hit is None:
             path = Path(self.resolver.roots[entry.source]) / entry.facts.relpath
             try:
-                self._texts[entry.key] = path.read_text(encoding="utf-8", errors="replace")
+                text = path.read_text(encoding="utf-8", errors="replace")
             except OSError:
-                self._texts[entry.key] = None
-        return self._texts[entry.key]
+                text = ""
+            hit = self._callees[entry.key] = frozenset(_CALLEE.findall(text))
+        return hit
+
+    def _module_nodes(self, entry: ModuleEntry) -> _ModuleNodes:
+        """The module's calls by callee name and its mapping displays, from one walk."""
+        hit = self._nodes.get(entry.key)
+        if hit is None:
+            hit = self._nodes[entry.key] = _ModuleNodes()
+            try:
+                ms = self.resolver.module_source(entry)
+            except Exception:  # noqa: BLE001  (an unreadable or changed file has none)
+                return hit
+            for st in ms.stmts:
+                for node in ast.walk(st.node):
+                    if isinstance(node, ast.Call):
+                        f = node.func
+                        callee = f.id if isinstance(f, ast.Name) else (
+                            f.attr if isinstance(f, ast.Attribute) else None)
+                        if callee is not None:
+                            hit.calls.setdefault(callee, []).append(node)
+                        if callee == "dict" and not node.args and len(node.keywords) > 1:
+                            hit.mappings.append(node)
+                    elif isinstance(node, ast.Dict) and len(node.keys) > 1:
+                        hit.mappings.append(node)
+        return hit
 
     def _is_target(self, entry: ModuleEntry, func: ast.expr, home: ModuleEntry,
                    name: str) -> bool:
@@ -221,6 +239,32 @@ class CallSites:
                 return None
         text = ast.unparse(node)
         return text if len(text) <= MAX_EXPR_CHARS else None
+
+
+def file_names(code: str, definitions) -> set[str]:
+    """The names a generated file binds at module level: its definitions' (``Definition.names``)
+    and its imports' (one statement per line at the top, possibly parenthesized)."""
+    names = {n for d in definitions for n in d.names}
+    lines = code.splitlines()
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if line.startswith(("import ", "from ")):
+            stmt = [line]
+            while "(" in line and ")" not in line and i + 1 < len(lines):
+                i += 1
+                line = lines[i]
+                stmt.append(line)
+            try:
+                tree = ast.parse("\n".join(stmt))
+            except SyntaxError:
+                tree = None
+            for node in (tree.body if tree else []):
+                for alias in getattr(node, "names", []):
+                    if alias.name != "*":
+                        names.add(alias.asname or alias.name.split(".")[0])
+        i += 1
+    return names
 
 
 def _where(entry: ModuleEntry, node: ast.AST) -> str:

@@ -196,12 +196,11 @@ class BlockExtractor:
         for a failed extraction or when nothing usable is found; never raises for a block."""
         if not extraction.ok or extraction.block is None:
             return []
-        from nnrag_tui.engine.callsites import CallSites
-        from nnrag_tui.engine.modsource import ModuleSource
+        from nnrag_tui.engine.callsites import CallSites, file_names
 
         g = extraction.generated
         try:
-            names = set(ModuleSource(g.code).binders)
+            names = file_names(g.code, g.definitions)
             with self._resolve_lock:
                 resolver = self.resolver()
                 if self._call_sites is None or self._call_sites.resolver is not resolver:
