@@ -24,6 +24,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.measure import cpu_speed  # noqa: E402
 from nnrag_tui.engine.config import parse_config  # noqa: E402
 from nnrag_tui.engine.extractor import BlockExtractor  # noqa: E402
 
@@ -137,7 +138,8 @@ def main() -> None:
         "torchvision": {"path": str(corp / "torchvision"), "paths": ["torchvision"],
                         "priority": 2},
     })
-    report: dict = {}
+    speed = cpu_speed()  # the machine is shared: how fast it runs now (see bench/measure.py)
+    report: dict = {"cpu_speed_loop_s": speed}
     with tempfile.TemporaryDirectory() as tmp:
         ex = BlockExtractor(cfg, cache_dir=Path(tmp) / "cache", data_dir=Path(tmp) / "data")
         ex.index()
@@ -155,6 +157,8 @@ def main() -> None:
             report["all_timm"]["wall_s_including_resolver_load"] = time.perf_counter() - t
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(report, indent=1) + "\n")
+    print(f"machine speed: a 5M-step Python loop takes {speed} s (bench/measure.py cpu_speed; "
+          "higher = a busier host)")
     for part in ("list", "all_timm"):
         if part not in report:
             continue

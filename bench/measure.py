@@ -160,6 +160,19 @@ def mib(n: float | None) -> float | None:
     return None if n is None else round(n / 2**20, 1)
 
 
+def cpu_speed(n: int = 5_000_000, repeat: int = 3) -> float:
+    """Seconds for a fixed pure-Python loop, best of ``repeat``: how fast this (shared) machine
+    runs right now, so that figures from runs at different times can be compared."""
+    best = float("inf")
+    for _ in range(repeat):
+        t = time.perf_counter()
+        s = 0
+        for i in range(n):
+            s += i
+        best = min(best, time.perf_counter() - t)
+    return round(best, 3)
+
+
 def machine() -> dict:
     cpu = ""
     try:

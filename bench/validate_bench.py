@@ -32,6 +32,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.measure import cpu_speed  # noqa: E402
 from nnrag_tui.engine.config import parse_config
 from nnrag_tui.engine.extractor import BlockExtractor
 from nnrag_tui.engine.sandbox import Sandbox, SandboxLimits
@@ -240,9 +241,10 @@ def main() -> None:
     })
     limits = SandboxLimits(import_timeout=args.import_timeout,
                            instantiate_timeout=args.timeout, forward_timeout=args.timeout)
+    speed = cpu_speed()  # the machine is shared: how fast it runs now (see bench/measure.py)
     report: dict = {"jobs": args.jobs, "deepest": args.deepest, "timeout_s": args.timeout,
                     "import_timeout_s": args.import_timeout, "corpora": str(corp),
-                    "cpus": os.cpu_count()}
+                    "cpus": os.cpu_count(), "cpu_speed_loop_s": speed}
     sandboxes = [Sandbox(limits=limits, deny_imports=("timm", "torchvision"))
                  for _ in range(max(1, args.jobs))]
     with tempfile.TemporaryDirectory() as tmp:
@@ -300,6 +302,8 @@ TITLES = {"list": "blocks_timm.txt, extract + all six stages",
 
 
 def print_summary(report: dict) -> None:
+    print(f"machine speed: a 5M-step Python loop takes {report['cpu_speed_loop_s']} s "
+          "(bench/measure.py cpu_speed; higher = a busier host)")
     for part in ("list", "all_timm", "all_timm_deep"):
         if part not in report:
             continue
