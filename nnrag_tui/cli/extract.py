@@ -230,7 +230,8 @@ def _print_extraction(res) -> None:
     g = res.generated
     where = f" -> {res.paths[0]}" if res.paths else ""
     extra = f", {len(g.unresolved)} unresolved" if g.unresolved else ""
-    print(f"{res.block.key}: {g.lines} lines, {len(g.definitions)} definitions{extra}{where}",
-          flush=True)
+    n = len(g.definitions)
+    print(f"{res.block.key}: {g.lines} lines, {n} definition{'s' if n != 1 else ''}{extra}"
+          f"{where}", flush=True)
     for n, w in g.unresolved:
         print(f"  unresolved: {n} ({w})")
