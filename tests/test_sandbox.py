@@ -493,3 +493,25 @@ def test_memory_limit_binds_the_whole_process_tree():
     left = [n for c in ("memory", "pids") for n in os.listdir(f"/sys/fs/cgroup/{c}")
             if n.startswith(f"nnrag-sandbox-{worker}-")]
     assert left == []
+
+
+def test_an_interpreter_without_torch_is_a_clear_error_at_once(tmp_path):
+    # a real interpreter that cannot import torch: a venv that does not see the base's
+    # site-packages (torch lives in the base or in the test venv, never in this one)
+    import subprocess
+
+    from nnrag_tui.engine.sandbox import SandboxError
+
+    env_dir = tmp_path / "bare"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(env_dir)], check=True,
+                   timeout=120)
+    python = env_dir / "bin" / "python"
+    probe = subprocess.run([str(python), "-c", "import torch"], capture_output=True)
+    if probe.returncode == 0:
+        pytest.skip("this interpreter's venv can import torch after all")
+    t = time.monotonic()
+    with Sandbox(python=str(python)) as sb, pytest.raises(SandboxError) as err:
+        sb.start()
+    assert time.monotonic() - t < 30  # told at once, not after the start timeout
+    assert "torch cannot be imported" in str(err.value)
+    assert "pip install torch" in str(err.value)

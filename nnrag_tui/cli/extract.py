@@ -81,6 +81,8 @@ def cmd_extract(args) -> int:
     if any(not n.strip() for n in names):
         print("nnrag: error: a block name cannot be empty", file=sys.stderr)
         return EXIT_ERROR
+    from nnrag_tui.engine.sandbox import SandboxError
+
     pool = None if args.no_validate else _pool(args, len(names))
     try:
         with extractor(args) as ex:
@@ -91,6 +93,10 @@ def cmd_extract(args) -> int:
             for name in names:
                 tally.add(ex.extract_single_block(name, args.out))
             tally.finish()
+    except SandboxError as exc:
+        print(f"nnrag: error: {exc}; to extract without validating, add --no-validate",
+              file=sys.stderr)
+        return EXIT_ERROR
     finally:
         if pool is not None:
             pool.close()

@@ -212,7 +212,8 @@ class Sandbox:
         if not ready.get("ready"):
             _terminate(proc)
             self._proc = None
-            raise SandboxError(f"the sandbox worker did not start: {ready}")
+            raise SandboxError(f"the validation sandbox cannot start: {ready.get('error', ready)}"
+                               " (install torch, e.g. `pip install torch==2.13.0`)")
         self.info = ready
 
     def close(self) -> None:
@@ -291,7 +292,11 @@ class Sandbox:
             raise SandboxError(f"the sandbox worker is gone ({exc})") from None
         line = _readline(proc, timeout)
         if not line:
-            raise SandboxError("the sandbox worker died" if proc.poll() is not None
+            try:  # an end of the stream is a worker that is exiting: give it a moment
+                code = proc.wait(timeout=2.0)
+            except subprocess.TimeoutExpired:
+                code = None
+            raise SandboxError(f"the sandbox worker died (exit code {code})" if code is not None
                                else f"the sandbox worker did not answer in {timeout:.0f} s")
         try:
             return json.loads(line)

@@ -113,8 +113,11 @@ class Worker:
     def warm(self) -> dict:
         t = time.perf_counter()
         os.environ.setdefault("OMP_NUM_THREADS", "1")
-        import torch  # (the point of the worker)
-
+        try:
+            import torch  # (the point of the worker)
+        except Exception as exc:  # noqa: BLE001  (said to the caller, who names the fix)
+            return {"ready": False, "error": f"torch cannot be imported by {sys.executable}: "
+                                             f"{type(exc).__name__}: {exc}"}
         torch.set_num_threads(1)
         # Seeding once here costs ~10 ms (it visits every device backend); each forked
         # child inherits the seeded generators and starts from the same state.
@@ -161,7 +164,10 @@ class Worker:
             return
         self.config = json.loads(line)
         _TreeLimits.sweep()
-        self._send(self.warm())
+        ready = self.warm()
+        self._send(ready)
+        if not ready.get("ready"):
+            return
         while True:
             line = stdin.readline()
             if not line:

@@ -165,9 +165,11 @@ class Validator:
         says how many sets were tried."""
         by = {v.stage: v for v in verdicts}
         inst = by.get("instantiate")
-        if (call_sites is None or inst is None or inst.ok or not by["import"].ok
+        validated = all(by.get(s) is not None and by[s].ok
+                        for s in ("parse", "compile", "static", "import"))
+        if (call_sites is None or inst is None or inst.ok or not validated
                 or inst.detail.get("cause") != "needs_arguments"):
-            return
+            return  # (so the instantiate failure is the first run's only cause)
         sets = call_sites() if callable(call_sites) else call_sites
         if not sets:
             return
@@ -192,7 +194,7 @@ class Validator:
         verdicts.append(built)
         if "forward" in by_again:
             verdicts.append(by_again["forward"])
-        causes[:] = again_causes  # the first run's only cause was the instantiate failure
+        causes[:] = again_causes
 
     def _sandbox_verdicts(self, res, stages, code, verdicts, causes) -> dict:
         ends = res.stage_events()
