@@ -171,3 +171,19 @@ def test_stdout_keeps_the_code_alone_on_stdout(capsys, setup):
     compile(out, "Good.py", "exec")  # stdout is exactly the generated file
     assert "class Good(nn.Module)" in out
     assert "validated, level forward_ran" in err
+
+
+def test_stage_static_needs_no_sandbox(capsys, setup, monkeypatch):
+    from nnrag_tui.engine.validate_pool import ValidationPool
+
+    started = []
+    monkeypatch.setattr(ValidationPool, "start", lambda self: started.append(self))
+    _, common = setup
+    code, out, _ = nnrag(capsys, "extract", "--blocks", "Good", "Broken", "--stage", "static",
+                         "--json", *common)
+    assert code == 1  # "validated" needs the import stage, which was not run
+    docs = [json.loads(ln) for ln in out.splitlines()]
+    for d in docs:
+        assert [s["stage"] for s in d["validation"]["stages"]] == ["parse", "compile", "static"]
+        assert d["validation"]["sandbox"] == {}  # nothing ran in a sandbox
+    assert not started  # and no sandbox worker was started (importing torch) for nothing

@@ -86,7 +86,7 @@ def cmd_extract(args) -> int:
     pool = None if args.no_validate else _pool(args, len(names))
     try:
         with extractor(args) as ex:
-            if pool is not None:
+            if pool is not None and args.stage in ("import", "instantiate", "forward"):
                 pool.start()  # the workers import torch while the index is brought up to date
             ex.warm_index_once(args.policy, progress=StderrProgress())
             tally = _Run(args, pool, ex)
