@@ -80,6 +80,27 @@ def _create(variant, **kwargs):
 def layered18(**kwargs):
     model_args = dict(block=Basic, layers=(2, 2))
     return _create("layered18", **dict(model_args, **kwargs))
+
+
+def scale(x):
+    return x * 2
+
+
+class Scaled(nn.Module):
+    def __init__(self, chs: int, scale_fn=scale):
+        super().__init__()
+        self.conv = nn.Conv2d(chs, chs, 1)
+        self.scale_fn = scale_fn
+
+    def forward(self, x):
+        return self.scale_fn(self.conv(x))
+
+
+def make_scaled(scale=1.0):
+    return Scaled(8, scale_fn=scale)  # this `scale` is a float parameter, not the function
+
+
+default_scaled = Scaled(16, scale_fn=scale)
 '''
 
 USERS = '''from torch import nn
@@ -94,6 +115,14 @@ class Tiny(nn.Module):
 
     def forward(self, x):
         return self.net(x)
+
+
+from .nets import Scaled  # noqa: E402
+from .other import scale  # noqa: E402  (another `scale` than the one nets.Scaled uses)
+
+
+def build_scaled():
+    return Scaled(4, scale_fn=scale)
 '''
 
 # a same-named class elsewhere: its call sites must never be taken for nets.StagedNet
@@ -110,6 +139,10 @@ class StagedNet(nn.Module):
 
 def build():
     return StagedNet(cfg="something-else-entirely")
+
+
+def scale(x):
+    return -x
 '''
 
 
@@ -156,6 +189,21 @@ def test_expressions_that_need_local_names_are_left_out(ex):
     # `LayeredNet(**kwargs)` in _create passes nothing usable; no set comes from it
     sets = sets_for(ex, "cspkg.nets:LayeredNet")
     assert all("kwargs" not in v for s in sets for v in s["kwargs"].values())
+
+
+def test_a_name_means_what_the_calling_scope_binds(ex):
+    """An argument spelled like a name the file binds is kept only where it means that very
+    definition: not where it is the caller's local (timm's ``LevitBlock(...,
+    drop_path=drop_path)`` passes a float), nor where the calling module binds it to
+    something else."""
+    sets = {s["where"]: s for s in sets_for(ex, "cspkg.nets:Scaled")}
+    at_module_level = next(s for w, s in sets.items() if w.startswith("cspkg/nets.py")
+                           and s["args"] == ["16"])
+    assert at_module_level["kwargs"] == {"scale_fn": "scale"}
+    local = next(s for w, s in sets.items() if s["args"] == ["8"])
+    assert local["kwargs"] == {}
+    elsewhere = next(s for w, s in sets.items() if w.startswith("cspkg/users.py"))
+    assert elsewhere["args"] == ["4"] and elsewhere["kwargs"] == {}
 
 
 @needs_torch

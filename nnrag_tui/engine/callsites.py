@@ -12,9 +12,12 @@ The corpus shows how it is built. Three shapes are collected, as source text:
 3. for a parameter annotated with a corpus class (``cfg: ByoModelCfg``), calls of that class
    in the block's module (``ByoModelCfg(blocks=(...), stem_chs=64)``).
 
-Only expressions that can be evaluated in the generated file are kept: every name they use is
-defined or imported by the file, or a builtin. The sandbox evaluates them in the imported
-block module and tries the sets after the guessed arguments fail.
+Only expressions that mean the same in the generated file are kept: every name they use is a
+module-level name of the calling module (not a local of the function the call is in: timm's
+``LevitBlock(..., drop_path=drop_path)`` passes a float parameter, not the ``drop_path``
+function the file inlines), bound to the same definition as in the block's module, and bound by
+the file (or a builtin). The sandbox evaluates them in the imported block module and tries the
+sets after the guessed arguments fail.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import builtins
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Container
 
 from nnrag_tui.engine.parse import dotted
 
@@ -40,10 +43,14 @@ _IDENT = re.compile(r"[A-Za-z_]\w*")
 _CALLEE = re.compile(r"([A-Za-z_]\w*)\s*\(")
 
 
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+
+
 @dataclass
 class _ModuleNodes:
-    calls: dict[str, list[ast.Call]] = field(default_factory=dict)
-    mappings: list[ast.expr] = field(default_factory=list)
+    # each node with the names local to the function or class it is in (empty at module level)
+    calls: dict[str, list[tuple[ast.Call, frozenset[str]]]] = field(default_factory=dict)
+    mappings: list[tuple[ast.expr, frozenset[str]]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -65,6 +72,7 @@ class CallSites:
         self.resolver = resolver
         self._callees: dict[tuple[str, str], frozenset[str]] = {}  # names called, by text
         self._nodes: dict[tuple[str, str], _ModuleNodes] = {}
+        self._same: dict[tuple, bool] = {}  # (calling module, block module, name)
 
     def for_block(self, block: Block, file_names: set[str] | frozenset[str],
                   params: list[dict]) -> list[ArgumentSet]:
@@ -100,16 +108,18 @@ class CallSites:
 
         for entry in self._modules(block.source, home):
             rank = 0 if entry is home else 1
-            for call in self._calls(entry, block.qualname):
+            for call, local in self._calls(entry, block.qualname):
                 if self._is_target(entry, call.func, home, block.qualname):
-                    keep(rank, self._from_call(entry, call, positional, names, usable))
-        for node in self._module_nodes(home).mappings:
-            keep(2, self._from_mapping(home, node, set(names), usable))
+                    ok = self._names_usable(entry, home, usable, local)
+                    keep(rank, self._from_call(entry, call, positional, names, ok))
+        for node, local in self._module_nodes(home).mappings:
+            keep(2, self._from_mapping(home, node, set(names),
+                                       self._names_usable(home, home, usable, local)))
         for p in params:
             for cfg_class in self._annotated_classes(home, p.get("annotation") or ""):
-                for call in self._calls(home, cfg_class):
+                for call, local in self._calls(home, cfg_class):
                     if self._is_target(home, call.func, home, cfg_class):
-                        text = self._text(call, usable)
+                        text = self._text(call, self._names_usable(home, home, usable, local))
                         if text is not None:
                             keep(3, ArgumentSet(_where(home, call), (), ((p["name"], text),)))
         found.sort(key=lambda t: t[0])
@@ -121,7 +131,7 @@ class CallSites:
                          if src == source and e is not home), key=lambda e: e.module)
         return [home, *others]
 
-    def _calls(self, entry: ModuleEntry, name: str) -> list[ast.Call]:
+    def _calls(self, entry: ModuleEntry, name: str) -> list[tuple[ast.Call, frozenset[str]]]:
         if name not in self._called_names(entry):
             return []
         return self._module_nodes(entry).calls.get(name, [])
@@ -148,17 +158,56 @@ class CallSites:
             except Exception:  # noqa: BLE001  (an unreadable or changed file has none)
                 return hit
             for st in ms.stmts:
-                for node in ast.walk(st.node):
-                    if isinstance(node, ast.Call):
-                        f = node.func
-                        callee = f.id if isinstance(f, ast.Name) else (
-                            f.attr if isinstance(f, ast.Attribute) else None)
-                        if callee is not None:
-                            hit.calls.setdefault(callee, []).append(node)
-                        if callee == "dict" and not node.args and len(node.keywords) > 1:
-                            hit.mappings.append(node)
-                    elif isinstance(node, ast.Dict) and len(node.keys) > 1:
-                        hit.mappings.append(node)
+                self._collect(st.node, frozenset(), hit)
+        return hit
+
+    @classmethod
+    def _collect(cls, node: ast.AST, local: frozenset[str], out: _ModuleNodes) -> None:
+        """Calls and mapping displays under ``node``; ``local``: the names bound by the
+        functions and classes enclosing it (a nested scope adds its own)."""
+        if isinstance(node, ast.Call):
+            f = node.func
+            callee = f.id if isinstance(f, ast.Name) else (
+                f.attr if isinstance(f, ast.Attribute) else None)
+            if callee is not None:
+                out.calls.setdefault(callee, []).append((node, local))
+            if callee == "dict" and not node.args and len(node.keywords) > 1:
+                out.mappings.append((node, local))
+        elif isinstance(node, ast.Dict) and len(node.keys) > 1:
+            out.mappings.append((node, local))
+        if isinstance(node, _SCOPES):
+            body = node.body if isinstance(node.body, list) else [node.body]
+            inside = {id(b) for b in body}
+            inner = local | _bound_in(node)
+            for child in ast.iter_child_nodes(node):  # decorators, defaults, bases: outside
+                cls._collect(child, inner if id(child) in inside else local, out)
+            return
+        for child in ast.iter_child_nodes(node):
+            cls._collect(child, local, out)
+
+    def _names_usable(self, entry: ModuleEntry, home: ModuleEntry, usable: frozenset[str],
+                      local: frozenset[str]) -> Container[str]:
+        """The names an expression in ``entry`` (inside a scope binding ``local``) may use:
+        bound by the file, not local there, and the same definition in ``entry`` as in the
+        block's module ``home``."""
+        return _Usable(lambda name: name not in local and self._same_binding(entry, home, name),
+                       usable)
+
+    def _same_binding(self, entry: ModuleEntry, home: ModuleEntry, name: str) -> bool:
+        key = (entry.key, home.key, name)
+        hit = self._same.get(key)
+        if hit is None:
+            index = self.resolver.index
+            a = index.lookup(home, name)
+            if a.kind == "unresolved":
+                hit = name in _BUILTINS
+            elif entry is home:
+                hit = True
+            else:
+                b = index.lookup(entry, name)
+                hit = (a.kind, a.name, a.entry and a.entry.key, a.attr) == \
+                    (b.kind, b.name, b.entry and b.entry.key, b.attr)
+            self._same[key] = hit
         return hit
 
     def _is_target(self, entry: ModuleEntry, func: ast.expr, home: ModuleEntry,
@@ -173,7 +222,7 @@ class CallSites:
 
     # -- turning calls into argument sets ---------------------------------------------------
     def _from_call(self, entry: ModuleEntry, call: ast.Call, positional: list[str],
-                   names: list[str], usable: frozenset[str]) -> ArgumentSet | None:
+                   names: list[str], usable: Container[str]) -> ArgumentSet | None:
         args: list[str] = []
         for a in call.args:
             if isinstance(a, ast.Starred):
@@ -193,7 +242,7 @@ class CallSites:
         return ArgumentSet(_where(entry, call), tuple(args), tuple(kwargs))
 
     def _from_mapping(self, entry: ModuleEntry, node: ast.AST, names: set[str],
-                      usable: frozenset[str]) -> ArgumentSet | None:
+                      usable: Container[str]) -> ArgumentSet | None:
         pairs: list[tuple[str, ast.expr]] = []
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
                 and node.func.id == "dict" and not node.args and node.keywords:
@@ -223,7 +272,7 @@ class CallSites:
         return out
 
     @staticmethod
-    def _text(node: ast.expr, usable: frozenset[str]) -> str | None:
+    def _text(node: ast.expr, usable: Container[str]) -> str | None:
         """The expression's source when every name it loads is usable in the generated file
         (no lambdas, comprehensions or walrus: their own names would need scoping). A table
         looked up by a local key (``model_cfgs[variant]``) becomes the table's first value."""
@@ -239,6 +288,50 @@ class CallSites:
                 return None
         text = ast.unparse(node)
         return text if len(text) <= MAX_EXPR_CHARS else None
+
+
+class _Usable:
+    """A set of usable names, decided name by name on first use (``in`` only)."""
+
+    def __init__(self, decide, names: frozenset[str]) -> None:
+        self._decide = decide
+        self._names = names
+        self._known: dict[str, bool] = {}
+
+    def __contains__(self, name: object) -> bool:
+        hit = self._known.get(name)  # type: ignore[arg-type]
+        if hit is None:
+            hit = self._known[name] = name in self._names and self._decide(name)  # type: ignore
+        return hit
+
+
+def _bound_in(scope: ast.AST) -> frozenset[str]:
+    """Names a function, lambda or class body binds locally (parameters, assignments, loop
+    and ``with`` targets, imports, nested definitions), minus its ``global`` declarations;
+    nested scopes' own bindings included, which only makes the check stricter."""
+    names: set[str] = set()
+    declared_global: set[str] = set()
+    if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+        a = scope.args
+        for arg in (*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg):
+            if arg is not None:
+                names.add(arg.arg)
+    body = scope.body if isinstance(scope.body, list) else [scope.body]  # type: ignore
+    for st in body:
+        for n in ast.walk(st):
+            if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load):
+                names.add(n.id)
+            elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                names.add(n.name)
+            elif isinstance(n, ast.arg):
+                names.add(n.arg)
+            elif isinstance(n, (ast.Import, ast.ImportFrom)):
+                names.update((al.asname or al.name).split(".")[0] for al in n.names)
+            elif isinstance(n, ast.ExceptHandler) and n.name:
+                names.add(n.name)
+            elif isinstance(n, ast.Global):
+                declared_global.update(n.names)
+    return frozenset(names - declared_global)
 
 
 def file_names(code: str, definitions) -> set[str]:
