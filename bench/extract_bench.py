@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.measure import cpu_speed  # noqa: E402
 from nnrag_tui.engine.config import parse_config  # noqa: E402
-from nnrag_tui.engine.extractor import BlockExtractor  # noqa: E402
+from nnrag_tui.engine.extractor import BlockExtractor, OutputNames  # noqa: E402
 
 
 def corpora(dest: Path) -> Path:
@@ -66,9 +66,10 @@ def pct(xs, q):
 
 def run(names: list[str], ex: BlockExtractor, outdir: Path) -> dict:
     times, results = [], []
+    written = OutputNames()  # same-named blocks get their own files, as in `nnrag extract`
     for name in names:
         t = time.perf_counter()
-        res = ex.extract_single_block(name, outdir)
+        res = ex.extract_single_block(name, outdir, written)
         times.append(time.perf_counter() - t)
         results.append(res)
     ok = [r for r in results if r.ok]

@@ -124,10 +124,13 @@ def phase_extract(args) -> dict:
     val, how = validator(args.deepest) if args.validate else (None, "not requested")
     if val is not None:
         val.start()
+    from nnrag_tui.engine.extractor import OutputNames
+
     blocks = []
+    written = OutputNames()  # same-named blocks get their own files, as in `nnrag extract`
     for name in names:
         t = time.perf_counter()
-        res = ex.extract_single_block(name, out_dir)
+        res = ex.extract_single_block(name, out_dir, written)
         ext = time.perf_counter() - t
         entry = {"name": name, "success": res.ok, "extract_s": ext,
                  "file": res.paths[0] if res.paths else None, "reason": res.error}

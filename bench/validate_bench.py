@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.measure import cpu_speed  # noqa: E402
 from nnrag_tui.engine.config import parse_config
-from nnrag_tui.engine.extractor import BlockExtractor
+from nnrag_tui.engine.extractor import BlockExtractor, OutputNames
 from nnrag_tui.engine.sandbox import Sandbox, SandboxLimits
 from nnrag_tui.engine.taxonomy import format_failure_table
 from nnrag_tui.engine.validate import LEVEL_ORDER, Validator, failure_table
@@ -93,13 +93,14 @@ def run(names: list[str], ex: BlockExtractor | None, sandboxes: list[Sandbox],
     cpu0 = _cpu(sandboxes)
     load0 = os.getloadavg()[0]
     t0 = time.perf_counter()
+    written = OutputNames()  # same-named blocks get their own files, as in `nnrag extract`
     for name in names:
         if files is not None:
             if name in files:
                 work.put((name, *files[name]))
             continue
         t = time.perf_counter()
-        res = ex.extract_single_block(name, outdir)
+        res = ex.extract_single_block(name, outdir, written)
         extract_times.append(time.perf_counter() - t)
         if not res.ok:
             not_extracted[name] = res.error

@@ -187,3 +187,51 @@ def test_stage_static_needs_no_sandbox(capsys, setup, monkeypatch):
         assert [s["stage"] for s in d["validation"]["stages"]] == ["parse", "compile", "static"]
         assert d["validation"]["sandbox"] == {}  # nothing ran in a sandbox
     assert not started  # and no sandbox worker was started (importing torch) for nothing
+
+
+SAME_NAME = '''from torch import nn
+
+
+class Good(nn.Module):
+    """Another repository module's Good: same class name, different block."""
+
+    def forward(self, x):
+        return -x
+'''
+
+
+def test_same_named_blocks_in_one_run_never_overwrite_each_other(capsys, setup):
+    tmp, common = setup
+    (tmp / "repo" / "fixext" / "other.py").write_text(SAME_NAME)
+    out_dir = tmp / "out"
+    args = ["extract", "--blocks", "fixext.layers:Good", "fixext.other:Good",
+            "fixext.layers:Good", "--out", str(out_dir), "--no-validate", "--json", *common]
+    code, out, err = nnrag(capsys, *args)
+    assert code == 0, err
+    docs = [json.loads(ln) for ln in out.splitlines()]
+    files = [Path(d["files"][0]).name for d in docs]
+    # the first keeps its name, the other block gets its module's; asked again: same file
+    assert files == ["Good.py", "Good__other.py", "Good.py"]
+    assert "return -x" in (out_dir / "Good__other.py").read_text()
+    assert "scale(self.lin(x))" in (out_dir / "Good.py").read_text()
+    assert (out_dir / "Good__other.spec.json").is_file()
+    assert "written as Good__other.py: Good.py holds fixext.layers:Good" in docs[1]["notes"][0]
+    # a later run starts afresh: its own first Good is written as Good.py again
+    code, out, _ = nnrag(capsys, "extract", "--block", "fixext.other:Good", "--out",
+                         str(out_dir), "--no-validate", "--json", *common)
+    assert code == 0 and json.loads(out)["files"][0].endswith("/Good.py")
+    assert "return -x" in (out_dir / "Good.py").read_text()
+
+
+def test_api_extract_multiple_blocks_names_files_apart(tmp_path, setup):
+    from nnrag_tui.engine.config import parse_config
+    from nnrag_tui.engine.extractor import BlockExtractor
+
+    tmp, _ = setup
+    (tmp / "repo" / "fixext" / "other.py").write_text(SAME_NAME)
+    cfg = parse_config({"fixext": {"path": str(tmp / "repo")}})
+    with BlockExtractor(cfg, cache_dir=tmp / "c2", data_dir=tmp / "d2") as ex:
+        ex.index()
+        res = ex.extract_multiple_blocks(["fixext.other:Good", "fixext.layers:Good"],
+                                         tmp / "api")
+    assert [Path(r.paths[0]).name for r in res] == ["Good.py", "Good__layers.py"]

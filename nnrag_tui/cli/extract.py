@@ -59,7 +59,7 @@ def register(sub) -> None:
 
 
 def cmd_extract(args) -> int:
-    from nnrag_tui.engine.extractor import read_block_names
+    from nnrag_tui.engine.extractor import OutputNames, read_block_names
 
     if args.save and args.no_validate:
         print("nnrag: error: --save keeps only the blocks that pass validation; it cannot be "
@@ -90,8 +90,9 @@ def cmd_extract(args) -> int:
                 pool.start()  # the workers import torch while the index is brought up to date
             ex.warm_index_once(args.policy, progress=StderrProgress())
             tally = _Run(args, pool, ex)
+            written = OutputNames()
             for name in names:
-                tally.add(ex.extract_single_block(name, args.out))
+                tally.add(ex.extract_single_block(name, args.out, written))
             tally.finish()
     except SandboxError as exc:
         print(f"nnrag: error: {exc}; to extract without validating, add --no-validate",

@@ -142,10 +142,11 @@ class BlockExtractor:
             self._resolver = Resolver(index, roots)
         return self._resolver
 
-    def extract_single_block(self, name: str, out_dir: str | Path | None = None
-                             ) -> Extraction:
+    def extract_single_block(self, name: str, out_dir: str | Path | None = None,
+                             names: OutputNames | None = None) -> Extraction:
         """Extracts one block by ``Name``, ``pkg.mod.Name`` or ``pkg.mod:Name``. Never raises
-        for a block that cannot be extracted: the failure is in the result."""
+        for a block that cannot be extracted: the failure is in the result. ``names``: the
+        file names already written in this run (see ``OutputNames``)."""
         try:
             block, others = self.find_block(name)
         except BlockNotFound as exc:
@@ -156,8 +157,11 @@ class BlockExtractor:
                          f"({block.source}, priority {self._priority(block.source)}); others: "
                          + ", ".join(o.key for o in others))
         result, _ = self.extract_block(block, requested=name, notes=notes)
-        if out_dir is not None:
-            result.write(Path(out_dir))
+        if out_dir is not None and result.ok:
+            stem, note = (names or OutputNames()).claim(result)
+            if note:
+                result.notes.append(note)
+            result.write(Path(out_dir), stem)
         return result
 
     def extract_block(self, block: Block, *, requested: str | None = None,
@@ -213,7 +217,8 @@ class BlockExtractor:
 
     def extract_multiple_blocks(self, names, out_dir: str | Path | None = None
                                 ) -> list[Extraction]:
-        return [self.extract_single_block(n, out_dir) for n in names]
+        written = OutputNames()
+        return [self.extract_single_block(n, out_dir, written) for n in names]
 
     def extract_blocks_from_file(self, path: str | Path, limit: int | None = None,
                                  start_from: str | None = None,
@@ -279,10 +284,11 @@ class Extraction:
     def ok(self) -> bool:
         return self.generated is not None
 
-    def write(self, out_dir: Path) -> None:
+    def write(self, out_dir: Path, stem: str | None = None) -> None:
+        """Writes ``out_dir/STEM.py`` and ``STEM.spec.json``; STEM defaults to the name."""
         assert self.generated is not None
         out_dir.mkdir(parents=True, exist_ok=True)
-        name = safe_filename(self.generated.name)
+        name = stem or safe_filename(self.generated.name)
         py = out_dir / f"{name}.py"
         spec = out_dir / f"{name}.spec.json"
         atomic_write(py, self.generated.code)
@@ -307,6 +313,35 @@ class Extraction:
         if self.paths:
             d["files"] = self.paths
         return d
+
+
+class OutputNames:
+    """File names for one run's extractions: ``NAME`` for a block, or, when ``NAME`` was
+    already written in this run for another block of that name (timm has 13 classes named ``Attention``),
+    ``NAME__module`` and then ``NAME__package_module``: one run never overwrites its own
+    output. The same block asked for twice keeps its name."""
+
+    def __init__(self) -> None:
+        self._owner: dict[str, str] = {}  # stem (case-folded) -> block key
+
+    def claim(self, result: Extraction) -> tuple[str, str | None]:
+        """(stem, note): the note says why a block was not written under its own name."""
+        assert result.block is not None and result.generated is not None
+        key = result.block.key
+        name = safe_filename(result.generated.name)
+        parts = result.block.module.split(".")
+        candidates = [name, *(safe_filename(f"{name}__{'_'.join(parts[-i:])}")
+                              for i in range(1, len(parts) + 1))]
+        for stem in candidates:
+            owner = self._owner.setdefault(stem.casefold(), key)
+            if owner == key:
+                if stem == name:
+                    return stem, None
+                first = self._owner[name.casefold()]
+                return stem, (f"written as {stem}.py: {name}.py holds {first} from this run")
+        stem = f"{candidates[-1]}_{len(self._owner)}"  # same module path twice: never seen
+        self._owner[stem.casefold()] = key
+        return stem, f"written as {stem}.py"
 
 
 def safe_filename(name: str) -> str:
