@@ -113,6 +113,11 @@ MUST = {
                             "from typing import Optional\n\n"
                             "import torch.nn.functional as F\nfrom torch import Tensor, nn\n"
                             "from torch.nn import Linear as Dense, ReLU\n"), "DEFAULT_DIM = 8\n"],
+    ("local_import", "Net"): [
+        ("    def reset(self):\n        # deferred: lipkg.init imports this module at its top "
+         "(a cycle)\n        init_weights(self.fc)\n"),
+        "        scale_of = _scale\n", "        import math  # an external", "def _scale():",
+        "* scale_of() * _scale_net", "import of `init_weights` inside a function dropped"],
 }
 MUST_NOT = {
     ("relative", "Net"): ["unused_helper", "NotNeeded", "from .", "sibling."],
@@ -133,6 +138,7 @@ MUST_NOT = {
     ("registry", "Net"): ["def unrelated", "class NotRegistered"],
     ("registry", "Plain"): ["class Tiny", "class Net", "def double", "_ACTS"],
     ("scopes", "Net"): ["e = 2.718", "gelu = \"the module-level", "unused_total"],
+    ("local_import", "Net"): ["from .init", "from lipkg", "NotNeeded", "def unused"],
     ("externals", "Net"): ["import os", "import sys", "List", "def unused",
                            "import torch\n"],
 }

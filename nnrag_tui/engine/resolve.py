@@ -20,6 +20,7 @@ from nnrag_tui.engine.bindings import ModuleEntry, ModuleIndex, Target
 from nnrag_tui.engine.errors import ResolutionError
 from nnrag_tui.engine.facts import Block, ImportRecord
 from nnrag_tui.engine.modsource import ModuleSource, TopStmt, all_chains, is_container_binding
+from nnrag_tui.engine.parse import resolve_relative
 
 ALWAYS_EXTERNAL = frozenset({"torch"})
 NodeId = tuple[tuple[str, str], int]  # ((source, module), statement index)
@@ -219,6 +220,8 @@ class _ClosureBuilder:
         uses = ms.uses(st)
         if st.kind == "compound":
             self.visit_guarded_imports(node, entry, st)
+        if st.kind in ("class", "function", "compound"):
+            self.visit_local_imports(node, entry, st)
         names = [(n, True) for n in sorted(uses.load)] + [(n, False) for n in sorted(uses.lazy)]
         names += [(n, False) for n in sorted(uses.string_annotation_names - uses.load - uses.lazy)]
         for name, load in names:
@@ -348,6 +351,34 @@ class _ClosureBuilder:
                     self.guarded[(node, rec.line, rec.bound)] = None
                     self.notes.append(f"{entry.module}:{rec.line}: guarded import of corpus "
                                       f"module {t.name} dropped")
+
+    def visit_local_imports(self, node: NodeId, entry: ModuleEntry, st: TopStmt) -> None:
+        """Imports inside a function (timm's ``def load_pretrained(...): from
+        .vision_transformer import _load_weights``, deferred to avoid an import cycle): a
+        corpus name becomes a dependency, inlined at module level, and the import is dropped
+        or becomes ``bound = name`` (the file has no package for a relative import, and
+        importing the corpus is what the file must not do). External ones stay deferred."""
+        for imp, in_class_body in _nested_imports(st.node):
+            for rec in _import_records(imp, entry):
+                if self.r.is_external(rec.target or ""):
+                    continue
+                t = self.index.follow_import(entry, rec)
+                if t.kind == "def" and t.entry is not None and not t.attr \
+                        and not self.r.is_external(t.entry.module):
+                    nodes = tuple(self.add(t.entry, i) for i in self.binders(t.entry, t.name))
+                    key = ("def", t.entry.key, t.name)
+                    self.guarded[(node, rec.line, rec.bound)] = key
+                    self.deps.append(Dependency(node, rec.bound, "definition", t.qualified,
+                                                "local-import", t.confidence, in_class_body,
+                                                nodes))
+                elif t.kind in ("module", "unresolved") and (
+                        t.entry is not None or self.index.find_module(
+                            rec.target, entry.source) is not None):
+                    note = (f"{entry.module}:{rec.line}: `{rec.bound}` is imported from the "
+                            f"corpus inside a function and kept as written; calling it needs "
+                            f"{entry.module.split('.')[0]} installed")
+                    if note not in self.notes:
+                        self.notes.append(note)
 
     # -- registries ------------------------------------------------------------------------
     def add_registry_fillers(self) -> bool:
@@ -574,6 +605,40 @@ class _ClosureBuilder:
             done.add(pick)
             remaining.discard(pick)
         return emitted
+
+
+def _nested_imports(stmt: ast.stmt):
+    """(import statement, directly in a class body) for every import below ``stmt`` that a
+    function or class body holds; module-level ones (also inside a kept ``try``/``if``) are the
+    module's own imports and handled elsewhere."""
+    def walk(node: ast.AST, scope: str | None):
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.Import, ast.ImportFrom)):
+                if scope is not None:
+                    yield child, scope == "class"
+            elif isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                yield from walk(child, "function")
+            elif isinstance(child, ast.ClassDef):
+                yield from walk(child, "class" if scope != "function" else "function")
+            else:
+                yield from walk(child, scope)
+
+    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        yield from walk(stmt, "function")
+    elif isinstance(stmt, ast.ClassDef):
+        yield from walk(stmt, "class")
+    else:
+        yield from walk(stmt, None)
+
+
+def _import_records(node: ast.Import | ast.ImportFrom, entry: ModuleEntry) -> list[ImportRecord]:
+    end = node.end_lineno or node.lineno
+    if isinstance(node, ast.Import):
+        return [ImportRecord(a.asname or a.name.split(".")[0], a.name, None, a.asname, 0, a.name,
+                             node.lineno, end) for a in node.names]
+    target = resolve_relative(entry.module, entry.facts.is_package, node.level, node.module)
+    return [ImportRecord(a.asname or a.name, node.module or "", a.name, a.asname, node.level,
+                         target, node.lineno, end) for a in node.names if a.name != "*"]
 
 
 def _decode(data: bytes) -> str:

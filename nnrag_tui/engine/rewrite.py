@@ -3,8 +3,9 @@ formatting) stays byte for byte.
 
 Three kinds: renaming a module-level name (a clash between two definitions, or an alias whose
 definition is inlined under its own name), turning ``mod.X`` into ``X`` when ``mod`` is a corpus
-module whose ``X`` is inlined, and replacing a guarded import of a corpus name with an
-assignment. Only names that resolve to the module scope are touched, never a local, a
+module whose ``X`` is inlined, and replacing a guarded import of a corpus name, or one inside a
+function, with an assignment (or nothing, when the inlined name is the bound one). Only names
+that resolve to the module scope are touched, never a local, a
 parameter, an attribute or a keyword argument: each ``Name`` is judged by CPython's own
 ``symtable`` for the scope it sits in, and edits are spliced at the exact positions ``ast``
 reports. (libcst's scope analysis did the same at about 200 ms per class on this machine;
@@ -231,7 +232,7 @@ class _Walker:
                 self.visit(node.value, table)
             return
         if isinstance(node, (ast.Import, ast.ImportFrom)) and self.guarded:
-            self.visit_import(node)
+            self.visit_import(node, table.get_type() == "module")
             return
         for child in ast.iter_child_nodes(node):
             self.visit(child, table)
@@ -292,8 +293,13 @@ class _Walker:
                          f"renamed {'class' if kind == 'class' else 'function'} "
                          f"`{node.name}` -> `{new}`")
 
-    def visit_import(self, node: ast.Import | ast.ImportFrom) -> None:
+    def visit_import(self, node: ast.Import | ast.ImportFrom, module_level: bool) -> None:
+        """A corpus import whose definition is inlined: dropped, or ``bound = name`` where the
+        inlined name differs. At module level (inside a kept ``try``/``if``) the bound name
+        itself may be renamed; inside a function it is a local and keeps its name."""
         keep: list[ast.alias] = []
+        where = "" if module_level else " inside a function"
+        what = "guarded import" if module_level else "import"
         assigns: list[str] = []
         changed = False
         for alias in node.names:
@@ -305,13 +311,13 @@ class _Walker:
                 continue
             changed = True
             source = self.guarded[key]
-            target = self.renames.get(bound, bound)
+            target = self.renames.get(bound, bound) if module_level else bound
             if source is not None and source != target:
                 assigns.append(f"{target} = {source}")
-                self.ed.log.append(f"guarded import of `{bound}` -> `{target} = {source}` "
-                                   f"(inlined)")
+                self.ed.log.append(f"{what} of `{bound}`{where} -> `{target} = {source}` "
+                                   "(inlined)")
             else:
-                self.ed.log.append(f"guarded import of `{bound}` dropped (inlined)")
+                self.ed.log.append(f"{what} of `{bound}`{where} dropped (inlined)")
         if not changed:
             return
         parts = []
