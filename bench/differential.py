@@ -1,0 +1,357 @@
+"""Differential check of generated blocks against the upstream classes they came from.
+
+One interpreter imports torch and the upstream package once (from its *sources*, put on
+``sys.path``), then forks a child per block. The child builds the upstream class and the
+generated file's class with the same arguments under the same seed and compares what a user
+would see: the constructor signature, the module tree (``repr``), the state_dict (names,
+shapes and the initial values: the same code consumes the random generator the same way), and,
+with the upstream weights loaded into the generated block, the outputs of one input in eval
+mode and in train mode (dropout and drop-path draw from the same seed).
+
+Arguments are the validator's own guesses (``engine.sandbox_worker``), then the argument sets
+the corpus passes to the constructor (``engine.callsites``), evaluated in each module's own
+namespace; the first set the upstream class accepts is used.
+
+Packages the upstream sources import but this machine cannot (torchvision beside the CPU
+torch) can be replaced by permissive stand-ins (``--stub torchvision``): any attribute is a
+placeholder class, so module-level imports succeed; a block that really calls into the stub
+fails on both sides alike and is reported as not comparable.
+
+Usage: python -I bench/differential.py --path SRC [--stub PKG] < jobs.jsonl
+A job: {"key": "pkg.mod:Name", "file": "/x/Name.py", "call_sites": [...]}; prints one JSON line
+per job: {"key", "verdict", "detail"...}. Verdicts: same, differs, not_comparable, timeout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import inspect
+import json
+import math
+import os
+import re
+import select
+import signal
+import sys
+import time
+import types
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+# -- stand-ins for packages that cannot be imported here ---------------------------------------
+class _AnyMeta(type):
+    def __getattr__(cls, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return _placeholder(name)
+
+    def __repr__(cls):
+        return f"<stand-in {cls.__qualname__}>"
+
+    def __call__(cls, *args, **kwargs):
+        raise RuntimeError(f"{cls.__qualname__} is a stand-in for a package that cannot be "
+                           "imported here")
+
+
+def _placeholder(name: str) -> type:
+    return _AnyMeta(name, (), {"__qualname__": name})
+
+
+class _StubModule(types.ModuleType):
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return _placeholder(f"{self.__name__}.{name}")
+
+
+class _StubFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    def __init__(self, packages):
+        self.packages = set(packages)
+
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in self.packages:
+            return importlib.machinery.ModuleSpec(name, self, is_package=True)
+        return None
+
+    def create_module(self, spec):
+        mod = _StubModule(spec.name)
+        mod.__path__ = []
+        return mod
+
+    def exec_module(self, module):
+        pass
+
+
+# -- one comparison ----------------------------------------------------------------------------
+class _Differs(Exception):
+    """The generated block behaves differently from upstream: ``args[0]`` says how."""
+
+
+class _NotComparable(Exception):
+    """The upstream class itself cannot be built or run with any argument set tried."""
+
+
+def _load_file(path: str, name: str):
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _candidates(worker, params, required, call_sites, namespace):
+    out = []
+    seen = set()
+    for seq in (False, True):
+        for c in worker.SIZES:
+            try:
+                args, kwargs, shown = worker._assign(required, c, seq)
+            except worker._NoGuess:
+                break
+            if repr(shown) not in seen:
+                seen.add(repr(shown))
+                out.append((args, kwargs, shown, {"C": c}))
+    if call_sites:
+        out += worker._call_site_candidates(call_sites, params, required, namespace)
+    return out
+
+
+def _same(a, b, torch, path="output") -> None:
+    if isinstance(a, torch.Tensor):
+        if not isinstance(b, torch.Tensor):
+            raise _Differs(f"{path}: a tensor upstream, a {type(b).__name__} here")
+        if a.shape != b.shape or a.dtype != b.dtype:
+            raise _Differs(f"{path}: {tuple(a.shape)} {a.dtype} upstream, {tuple(b.shape)} "
+                           f"{b.dtype} here")
+        if not torch.equal(a, b):
+            if a.is_floating_point() and torch.allclose(a, b, rtol=1e-5, atol=1e-6,
+                                                        equal_nan=True):
+                return
+            if a.is_floating_point() and torch.isnan(a).any() and torch.equal(
+                    torch.isnan(a), torch.isnan(b)):
+                return
+            raise _Differs(f"{path}: values differ (max abs diff "
+                           f"{(a.double() - b.double()).abs().max().item():.3g})")
+        return
+    if isinstance(a, (list, tuple)):
+        if not isinstance(b, (list, tuple)) or len(a) != len(b):
+            raise _Differs(f"{path}: a {type(a).__name__} of {len(a)} upstream")
+        for i, (x, y) in enumerate(zip(a, b)):
+            _same(x, y, torch, f"{path}[{i}]")
+        return
+    if isinstance(a, dict):
+        if not isinstance(b, dict) or list(a) != list(b):
+            raise _Differs(f"{path}: keys {list(a)[:5]} upstream")
+        for k in a:
+            _same(a[k], b[k], torch, f"{path}[{k!r}]")
+        return
+    both_nan = isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b)
+    if (a is None or isinstance(a, (int, float, str, bool))) and a != b and not both_nan:
+        raise _Differs(f"{path}: {a!r} upstream, {b!r} here")
+
+
+def _clone(args, torch):
+    return [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
+
+
+def _plain(sig) -> str:
+    """A signature's text with module paths dropped from class names: a default of
+    ``<class 'timm.layers.norm.LayerNorm2d'>`` upstream is ``LayerNorm2d`` from the generated
+    file's own module."""
+    text = re.sub(r" at 0x[0-9a-f]+>", ">", str(sig))
+    return re.sub(r"\b(?:[A-Za-z_]\w*\.)+(?=[A-Za-z_])", "", text)
+
+
+def compare(job: dict, worker) -> dict:
+    import torch
+    from torch import nn
+
+    mod_name, _, name = job["key"].partition(":")
+    upstream_mod = importlib.import_module(mod_name)
+    up_cls = getattr(upstream_mod, name)
+    gen_mod = _load_file(job["file"], f"_nnrag_generated_{name}")
+    gen_cls = getattr(gen_mod, name)
+    try:
+        up_sig, gen_sig = inspect.signature(up_cls), inspect.signature(gen_cls)
+    except (TypeError, ValueError):
+        up_sig = gen_sig = None
+    if _plain(up_sig) != _plain(gen_sig):
+        ups = [_plain(p) for p in up_sig.parameters.values()] if up_sig else [_plain(up_sig)]
+        gens = [_plain(p) for p in gen_sig.parameters.values()] if gen_sig else [
+            _plain(gen_sig)]
+        diff = [(a, b) for a, b in zip(ups, gens) if a != b] or [(ups, gens)]
+        raise _Differs(f"constructor signature: {diff[0][0]} upstream, {diff[0][1]} here")
+    params = list(up_sig.parameters.values()) if up_sig else []
+    required = [p for p in params if p.default is inspect.Parameter.empty
+                and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    up_cands = _candidates(worker, params, required, job.get("call_sites"), vars(upstream_mod))
+    gen_cands = _candidates(worker, params, required, job.get("call_sites"), vars(gen_mod))
+    if [c[2] for c in up_cands] != [c[2] for c in gen_cands]:
+        raise _Differs("the corpus's argument sets evaluate differently in the two modules")
+    up = None
+    for (ua, uk, shown, hints), (ga, gk, _, _) in zip(up_cands, gen_cands):
+        torch.manual_seed(0)
+        try:
+            up = up_cls(*ua, **uk)
+        except Exception:  # noqa: BLE001
+            continue
+        torch.manual_seed(0)
+        try:
+            gen = gen_cls(*ga, **gk)
+        except Exception as exc:  # noqa: BLE001
+            raise _Differs(f"upstream builds with {shown}, the generated class raises "
+                           f"{type(exc).__name__}: {exc}") from None
+        break
+    if up is None:
+        raise _NotComparable(f"no argument set builds the upstream class ({len(up_cands)} "
+                             "tried)")
+    result = {"args": {k: str(v)[:80] for k, v in shown.items()}}
+    if not isinstance(up, nn.Module):
+        return result | {"checked": ["signature"]}
+    if repr(up) != repr(gen):
+        if "<stand-in " in repr(up):
+            raise _NotComparable("the upstream block holds a stand-in for a package that "
+                                 "cannot be imported here")
+        raise _Differs("module tree (repr) differs")
+    up_sd, gen_sd = up.state_dict(), gen.state_dict()
+    if list(up_sd) != list(gen_sd):
+        raise _Differs(f"state_dict names differ: {sorted(set(up_sd) ^ set(gen_sd))[:5]}")
+    for k in up_sd:
+        if up_sd[k].shape != gen_sd[k].shape:
+            raise _Differs(f"state_dict {k}: {tuple(up_sd[k].shape)} upstream, "
+                           f"{tuple(gen_sd[k].shape)} here")
+    init_same = all(torch.equal(up_sd[k], gen_sd[k]) for k in up_sd
+                    if not up_sd[k].is_floating_point() or not up_sd[k].isnan().any())
+    if not init_same:
+        raise _Differs("initial weights differ under the same seed")
+    gen.load_state_dict(up_sd, strict=True)
+    checked = ["signature", "repr", "state_dict", "init"]
+    fwd = getattr(up, "forward", None)
+    try:
+        fparams = list(inspect.signature(fwd).parameters.values())
+    except (TypeError, ValueError):
+        fparams = []
+    freq = [p for p in fparams if p.default is inspect.Parameter.empty
+            and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if not freq and any(p.kind == p.VAR_POSITIONAL for p in fparams):
+        freq = [inspect.Parameter("x", inspect.Parameter.POSITIONAL_ONLY)]
+    probes = [("none", (), 0)] if not freq else worker._probes(
+        {"hints": hints}, up, nn)[:worker._MAX_PROBES]
+    up.eval()
+    gen.eval()
+    for kind, shape, c in probes:
+        torch.manual_seed(1)
+        if kind == "none":
+            args = []
+        elif kind == "index":
+            args = worker._forward_args(freq, torch.randint(0, max(1, c), shape), kind, torch)
+        else:
+            args = worker._forward_args(freq, torch.randn(*shape), kind, torch)
+        try:
+            with torch.no_grad():
+                want = up(*_clone(args, torch))
+        except Exception:  # noqa: BLE001
+            continue
+        with torch.no_grad():
+            try:
+                got = gen(*_clone(args, torch))
+            except Exception as exc:  # noqa: BLE001
+                raise _Differs(f"forward of {list(shape)}: upstream runs, the generated "
+                               f"block raises {type(exc).__name__}: {exc}") from None
+        _same(want, got, torch, "eval output")
+        up.train()
+        gen.train()
+        try:
+            torch.manual_seed(2)
+            want = up(*_clone(args, torch))
+        except Exception:  # noqa: BLE001
+            return result | {"checked": checked + ["eval"], "input": list(shape)}
+        torch.manual_seed(2)
+        got = gen(*_clone(args, torch))
+        _same(want, got, torch, "train output")
+        return result | {"checked": checked + ["eval", "train"], "input": list(shape)}
+    return result | {"checked": checked, "note": "no probe input runs the upstream forward"}
+
+
+# -- driver ------------------------------------------------------------------------------------
+def _run_one(job: dict, worker, timeout: float) -> dict:
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        try:
+            import torch
+
+            torch.set_num_threads(1)
+            msg = {"verdict": "same"} | compare(job, worker)
+        except _Differs as exc:
+            msg = {"verdict": "differs", "reason": str(exc)[:400]}
+        except _NotComparable as exc:
+            msg = {"verdict": "not_comparable", "reason": str(exc)[:400]}
+        except BaseException as exc:  # noqa: BLE001
+            msg = {"verdict": "not_comparable",
+                   "reason": f"{type(exc).__name__}: {exc}"[:400]}
+        os.write(w, json.dumps(msg, default=str).encode())
+        os._exit(0)
+    os.close(w)
+    data = b""
+    deadline = time.monotonic() + timeout
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            os.kill(pid, signal.SIGKILL)
+            break
+        ready, _, _ = select.select([r], [], [], left)
+        if not ready:
+            continue
+        chunk = os.read(r, 65536)
+        if not chunk:
+            break
+        data += chunk
+    os.close(r)
+    _, status = os.waitpid(pid, 0)
+    if not data:
+        if time.monotonic() >= deadline:
+            return {"verdict": "timeout", "reason": f"over {timeout:.0f} s"}
+        return {"verdict": "not_comparable", "reason": f"the child died (status {status})"}
+    return json.loads(data)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--path", action="append", default=[], help="a source root for sys.path")
+    ap.add_argument("--stub", action="append", default=[], help="a package to stand in for")
+    ap.add_argument("--timeout", type=float, default=60.0)
+    args = ap.parse_args()
+    if args.stub:
+        sys.meta_path.insert(0, _StubFinder(args.stub))
+    for p in reversed(args.path):
+        sys.path.insert(0, p)
+    sys.path.append(str(ROOT))
+    import torch  # noqa: F401  (once, before forking)
+
+    from nnrag_tui.engine import sandbox_worker as worker
+
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        job = json.loads(line)
+        t = time.perf_counter()
+        try:  # imported once here, not in every child
+            importlib.import_module(job["key"].partition(":")[0])
+        except BaseException:  # noqa: BLE001  (the child reports it)
+            pass
+        res = _run_one(job, worker, args.timeout)
+        res["key"] = job["key"]
+        res["s"] = round(time.perf_counter() - t, 3)
+        print(json.dumps(res), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,115 @@
+"""Faithfulness on timm: generated blocks against the upstream classes (bench/differential.py).
+
+Indexes timm 1.0.31 + torchvision 0.29.1 sources, extracts the blocks of
+shared/bench/blocks_timm.txt (or every timm block with --all), and compares each with the real
+upstream class, imported from the same timm sources (torchvision, which cannot be imported beside
+the CPU torch here, is replaced by stand-ins): same signature, module tree, state_dict and initial
+weights under the same seed, and the same outputs in eval and train mode with the same weights.
+
+Usage: python bench/faithful_bench.py [--corpora DIR] [--all] [--out bench/results/faithful.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.extract_bench import corpora  # noqa: E402
+from bench.measure import cpu_speed  # noqa: E402
+from nnrag_tui.engine.config import parse_config  # noqa: E402
+from nnrag_tui.engine.extractor import BlockExtractor, OutputNames  # noqa: E402
+
+
+def jobs_for(ex: BlockExtractor, names: list[str], outdir: Path) -> tuple[list[dict], dict]:
+    jobs, failed = [], {}
+    written = OutputNames()  # 207 timm blocks share a name: one file each
+    for name in names:
+        res = ex.extract_single_block(name, outdir, written)
+        if not res.ok:
+            failed[name] = res.error
+            continue
+        jobs.append({"key": res.block.key, "file": res.paths[0],
+                     "call_sites": ex.call_sites(res)})
+    return jobs, failed
+
+
+def differential(jobs: list[dict], source_root: Path, timeout: float) -> list[dict]:
+    proc = subprocess.run(
+        [sys.executable, "-I", str(HERE / "differential.py"), "--path", str(source_root),
+         "--stub", "torchvision", "--timeout", str(timeout)],
+        input="".join(json.dumps(j) + "\n" for j in jobs), capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"bench/differential.py failed:\n{proc.stderr[-2000:]}")
+    return [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
+
+
+def summary(results: list[dict], failed: dict) -> dict:
+    verdicts = collections.Counter(r["verdict"] for r in results)
+    depth = collections.Counter(
+        "eval+train" if "train" in r.get("checked", []) else
+        "eval" if "eval" in r.get("checked", []) else "structure only"
+        for r in results if r["verdict"] == "same")
+    return {
+        "blocks": len(results) + len(failed), "not_extracted": failed,
+        "verdicts": dict(verdicts), "same_checked": dict(depth),
+        "differs": {r["key"]: r["reason"] for r in results if r["verdict"] == "differs"},
+        "not_comparable": {r["key"]: r["reason"] for r in results
+                           if r["verdict"] in ("not_comparable", "timeout")},
+        "compare_s_total": round(sum(r["s"] for r in results), 1),
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--corpora", default=str(HERE / ".corpora"))
+    ap.add_argument("--blocks", default=str(ROOT.parent / "shared" / "bench" / "blocks_timm.txt"))
+    ap.add_argument("--all", action="store_true", help="every timm block, not only the list")
+    ap.add_argument("--names", nargs="+", help="these blocks instead of the list")
+    ap.add_argument("--timeout", type=float, default=60.0, help="seconds per block")
+    ap.add_argument("--out", default=str(HERE / "results" / "faithful.json"))
+    args = ap.parse_args()
+    corp = corpora(Path(args.corpora).resolve())
+    cfg = parse_config({
+        "timm": {"path": str(corp / "timm"), "paths": ["timm"], "priority": 1},
+        "torchvision": {"path": str(corp / "torchvision"), "paths": ["torchvision"],
+                        "priority": 2},
+    })
+    report: dict = {"cpu_speed_loop_s": cpu_speed()}
+    with tempfile.TemporaryDirectory() as tmp:
+        ex = BlockExtractor(cfg, cache_dir=Path(tmp) / "cache", data_dir=Path(tmp) / "data")
+        ex.index()
+        parts = {"list": args.names or [n.strip() for n in
+                                        Path(args.blocks).read_text().splitlines() if n.strip()]}
+        if args.all:
+            parts["all_timm"] = [b.key for b in ex.blocks(repo="timm")]
+        for part, names in parts.items():
+            jobs, failed = jobs_for(ex, names, Path(tmp) / part)
+            t = time.perf_counter()
+            results = differential(jobs, corp / "timm", args.timeout)
+            report[part] = summary(results, failed)
+            report[part]["wall_s"] = round(time.perf_counter() - t, 1)
+            report[part]["results"] = results
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(report, indent=1) + "\n")
+    for part in parts:
+        r = report[part]
+        print(f"## {part}: {r['blocks']} blocks, {r['wall_s']} s")
+        print(f"verdicts {r['verdicts']}; same, checked to: {r['same_checked']}")
+        for key, why in r["differs"].items():
+            print(f"  differs  {key}: {why}")
+        for key, why in r["not_comparable"].items():
+            print(f"  n/c      {key}: {why}")
+
+
+if __name__ == "__main__":
+    main()
