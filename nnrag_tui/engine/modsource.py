@@ -61,6 +61,17 @@ class ModuleSource:
         self._uses: dict[int, StmtUses] = {}
         self._access: dict[int, tuple[frozenset[str], frozenset[str]]] = {}
         self._locals: dict[int, frozenset[str]] = {}
+        self._nested: dict[int, list] = {}
+
+    def nested_imports(self, st: TopStmt) -> list[tuple[ast.Import | ast.ImportFrom, bool]]:
+        """(import, directly in a class body) for every import a function or class body
+        inside ``st`` holds (see ``_nested_imports``); cached, and only walked for statements
+        whose text says ``import``."""
+        hit = self._nested.get(st.index)
+        if hit is None:
+            hit = list(_nested_imports(st.node)) if "import" in self.stmt_text(st) else []
+            self._nested[st.index] = hit
+        return hit
 
     def stmt_text(self, st: TopStmt) -> str:
         return "".join(self.lines[st.line - 1 : st.end_line])
@@ -295,6 +306,30 @@ def container_access(node: ast.stmt) -> tuple[frozenset[str], frozenset[str]]:
         else:
             reads.add(sub.id)
     return frozenset(reads), frozenset(writes)
+
+
+def _nested_imports(stmt: ast.stmt):
+    """(import statement, directly in a class body) for every import below ``stmt`` that a
+    function or class body holds; module-level ones (also inside a kept ``try``/``if``) are the
+    module's own imports and handled elsewhere."""
+    def walk(node: ast.AST, scope: str | None):
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.Import, ast.ImportFrom)):
+                if scope is not None:
+                    yield child, scope == "class"
+            elif isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                yield from walk(child, "function")
+            elif isinstance(child, ast.ClassDef):
+                yield from walk(child, "class" if scope != "function" else "function")
+            else:
+                yield from walk(child, scope)
+
+    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        yield from walk(stmt, "function")
+    elif isinstance(stmt, ast.ClassDef):
+        yield from walk(stmt, "class")
+    else:
+        yield from walk(stmt, None)
 
 
 def _kind(node: ast.stmt) -> str:

@@ -72,7 +72,8 @@ class Dependency:
     name: str
     kind: str  # definition | external | builtin | unresolved
     target: str  # qualified name of the definition, the external import, or ""
-    how: str  # local | import | re-export | star | attribute | builtin | heuristic | guarded
+    how: str  # local | import | re-export | star | attribute | builtin | heuristic | guarded |
+    # local-import (imported inside a function)
     confidence: float
     load: bool  # needed while the module executes (orders definitions)
     nodes: tuple[NodeId, ...] = ()
@@ -358,7 +359,7 @@ class _ClosureBuilder:
         corpus name becomes a dependency, inlined at module level, and the import is dropped
         or becomes ``bound = name`` (the file has no package for a relative import, and
         importing the corpus is what the file must not do). External ones stay deferred."""
-        for imp, in_class_body in _nested_imports(st.node):
+        for imp, in_class_body in self.ms(entry).nested_imports(st):
             for rec in _import_records(imp, entry):
                 if self.r.is_external(rec.target or ""):
                     continue
@@ -605,30 +606,6 @@ class _ClosureBuilder:
             done.add(pick)
             remaining.discard(pick)
         return emitted
-
-
-def _nested_imports(stmt: ast.stmt):
-    """(import statement, directly in a class body) for every import below ``stmt`` that a
-    function or class body holds; module-level ones (also inside a kept ``try``/``if``) are the
-    module's own imports and handled elsewhere."""
-    def walk(node: ast.AST, scope: str | None):
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, (ast.Import, ast.ImportFrom)):
-                if scope is not None:
-                    yield child, scope == "class"
-            elif isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                yield from walk(child, "function")
-            elif isinstance(child, ast.ClassDef):
-                yield from walk(child, "class" if scope != "function" else "function")
-            else:
-                yield from walk(child, scope)
-
-    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
-        yield from walk(stmt, "function")
-    elif isinstance(stmt, ast.ClassDef):
-        yield from walk(stmt, "class")
-    else:
-        yield from walk(stmt, None)
 
 
 def _import_records(node: ast.Import | ast.ImportFrom, entry: ModuleEntry) -> list[ImportRecord]:
