@@ -317,9 +317,9 @@ class Extraction:
 
 class OutputNames:
     """File names for one run's extractions: ``NAME`` for a block, or, when ``NAME`` was
-    already written in this run for another block of that name (timm has 13 classes named ``Attention``),
-    ``NAME__module`` and then ``NAME__package_module``: one run never overwrites its own
-    output. The same block asked for twice keeps its name."""
+    already written in this run for another block of that name (timm has 13 classes named
+    ``Attention``), ``NAME__module`` and then ``NAME__package_module``: one run never
+    overwrites its own output. The same block asked for twice keeps its name."""
 
     def __init__(self) -> None:
         self._owner: dict[str, str] = {}  # stem (case-folded) -> block key
