@@ -232,15 +232,7 @@ def compare(job: dict, worker) -> dict:
         raise _Differs("initial weights differ under the same seed")
     gen.load_state_dict(up_sd, strict=True)
     checked = ["signature", "repr", "state_dict", "init"]
-    fwd = getattr(up, "forward", None)
-    try:
-        fparams = list(inspect.signature(fwd).parameters.values())
-    except (TypeError, ValueError):
-        fparams = []
-    freq = [p for p in fparams if p.default is inspect.Parameter.empty
-            and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    if not freq and any(p.kind == p.VAR_POSITIONAL for p in fparams):
-        freq = [inspect.Parameter("x", inspect.Parameter.POSITIONAL_ONLY)]
+    freq = worker._forward_required(up)
     probes = [("none", (), 0)] if not freq else worker._probes(
         {"hints": hints}, up, nn)[:worker._MAX_PROBES]
     up.eval()

@@ -36,6 +36,15 @@ def corpora(dest: Path) -> Path:
     return dest
 
 
+def timm_config(corp: Path):
+    """timm first, torchvision second, both as ``path`` sources of their unpacked wheels."""
+    return parse_config({
+        "timm": {"path": str(corp / "timm"), "paths": ["timm"], "priority": 1},
+        "torchvision": {"path": str(corp / "torchvision"), "paths": ["torchvision"],
+                        "priority": 2},
+    })
+
+
 def undefined_names(code: str, filename: str) -> list[str]:
     from pyflakes import api, messages
 
@@ -134,11 +143,7 @@ def main() -> None:
     ap.add_argument("--only-list", action="store_true", help="skip the all-timm run")
     args = ap.parse_args()
     corp = corpora(Path(args.corpora).resolve())
-    cfg = parse_config({
-        "timm": {"path": str(corp / "timm"), "paths": ["timm"], "priority": 1},
-        "torchvision": {"path": str(corp / "torchvision"), "paths": ["torchvision"],
-                        "priority": 2},
-    })
+    cfg = timm_config(corp)
     speed = cpu_speed()  # the machine is shared: how fast it runs now (see bench/measure.py)
     report: dict = {"cpu_speed_loop_s": speed}
     with tempfile.TemporaryDirectory() as tmp:

@@ -24,9 +24,8 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.extract_bench import corpora  # noqa: E402
+from bench.extract_bench import corpora, timm_config  # noqa: E402
 from bench.measure import cpu_speed  # noqa: E402
-from nnrag_tui.engine.config import parse_config  # noqa: E402
 from nnrag_tui.engine.extractor import BlockExtractor, OutputNames  # noqa: E402
 
 
@@ -79,11 +78,7 @@ def main() -> None:
     ap.add_argument("--out", default=str(HERE / "results" / "faithful.json"))
     args = ap.parse_args()
     corp = corpora(Path(args.corpora).resolve())
-    cfg = parse_config({
-        "timm": {"path": str(corp / "timm"), "paths": ["timm"], "priority": 1},
-        "torchvision": {"path": str(corp / "torchvision"), "paths": ["torchvision"],
-                        "priority": 2},
-    })
+    cfg = timm_config(corp)
     report: dict = {"cpu_speed_loop_s": cpu_speed()}
     with tempfile.TemporaryDirectory() as tmp:
         ex = BlockExtractor(cfg, cache_dir=Path(tmp) / "cache", data_dir=Path(tmp) / "data")

@@ -1443,14 +1443,8 @@ def _forward_args(sig_params, x, kind, torch):
     return args
 
 
-def _stage_forward(job: dict, state: dict) -> dict:
-    import torch
-    from torch import nn
-
-    module = state["instance"]
-    if not callable(module):
-        raise _StageFailed({"type": "NotCallable", "message": f"a {type(module).__name__} "
-                            "instance is not callable: not a module", "frames": []}, {})
+def _forward_required(module) -> list[inspect.Parameter]:
+    """The positional parameters ``module``'s forward needs (``*args`` alone counts as one)."""
     fwd = getattr(module, "forward", module)
     try:
         params = list(inspect.signature(fwd).parameters.values())
@@ -1460,6 +1454,18 @@ def _stage_forward(job: dict, state: dict) -> dict:
                 and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     if not required and any(p.kind == p.VAR_POSITIONAL for p in params):
         required = [inspect.Parameter("x", inspect.Parameter.POSITIONAL_ONLY)]
+    return required
+
+
+def _stage_forward(job: dict, state: dict) -> dict:
+    import torch
+    from torch import nn
+
+    module = state["instance"]
+    if not callable(module):
+        raise _StageFailed({"type": "NotCallable", "message": f"a {type(module).__name__} "
+                            "instance is not callable: not a module", "frames": []}, {})
+    required = _forward_required(module)
     if isinstance(module, nn.Module):
         try:
             module.eval()
