@@ -32,16 +32,16 @@ import importlib.util
 import inspect
 import json
 import math
-import os
 import re
-import select
-import signal
 import sys
 import time
 import types
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.append(str(ROOT / "bench"))  # run as a script with -I: its own folder is not on the path
+
+from forked import run_forked  # noqa: E402
 
 
 # -- stand-ins for packages that cannot be imported here ---------------------------------------
@@ -273,46 +273,25 @@ def compare(job: dict, worker) -> dict:
 
 # -- driver ------------------------------------------------------------------------------------
 def _run_one(job: dict, worker, timeout: float) -> dict:
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(r)
-        try:
-            import torch
+    def child() -> dict:
+        import torch
 
-            torch.set_num_threads(1)
-            msg = {"verdict": "same"} | compare(job, worker)
+        torch.set_num_threads(1)
+        try:
+            return {"verdict": "same"} | compare(job, worker)
         except _Differs as exc:
-            msg = {"verdict": "differs", "reason": str(exc)[:400]}
+            return {"verdict": "differs", "reason": str(exc)[:400]}
         except _NotComparable as exc:
-            msg = {"verdict": "not_comparable", "reason": str(exc)[:400]}
+            return {"verdict": "not_comparable", "reason": str(exc)[:400]}
         except BaseException as exc:  # noqa: BLE001
-            msg = {"verdict": "not_comparable",
-                   "reason": f"{type(exc).__name__}: {exc}"[:400]}
-        os.write(w, json.dumps(msg, default=str).encode())
-        os._exit(0)
-    os.close(w)
-    data = b""
-    deadline = time.monotonic() + timeout
-    while True:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            os.kill(pid, signal.SIGKILL)
-            break
-        ready, _, _ = select.select([r], [], [], left)
-        if not ready:
-            continue
-        chunk = os.read(r, 65536)
-        if not chunk:
-            break
-        data += chunk
-    os.close(r)
-    _, status = os.waitpid(pid, 0)
-    if not data:
-        if time.monotonic() >= deadline:
+            return {"verdict": "not_comparable", "reason": f"{type(exc).__name__}: {exc}"[:400]}
+
+    msg, status = run_forked(child, timeout)
+    if msg is None:
+        if status == "timeout":
             return {"verdict": "timeout", "reason": f"over {timeout:.0f} s"}
-        return {"verdict": "not_comparable", "reason": f"the child died (status {status})"}
-    return json.loads(data)
+        return {"verdict": "not_comparable", "reason": f"the child {status}"}
+    return msg
 
 
 def main() -> None:

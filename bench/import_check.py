@@ -7,8 +7,12 @@ Usage: python -I bench/import_check.py FILE... ; prints one JSON line per file."
 import importlib.abc
 import importlib.util
 import json
-import os
 import sys
+from pathlib import Path
+
+sys.path.append(str(Path(__file__).resolve().parent))  # -I leaves the script's folder out
+
+from forked import run_forked  # noqa: E402
 
 
 class _Block(importlib.abc.MetaPathFinder):
@@ -23,27 +27,18 @@ def main(paths):
     import torch  # noqa: F401  (warm once, fork per file)
 
     for path in paths:
-        r, w = os.pipe()
-        pid = os.fork()
-        if pid == 0:
-            os.close(r)
-            try:
-                torch.set_num_threads(1)
-                spec = importlib.util.spec_from_file_location("block_under_test", path)
-                mod = importlib.util.module_from_spec(spec)
-                spec.loader.exec_module(mod)
-                msg = {"ok": True}
-            except BaseException as exc:  # noqa: BLE001
-                msg = {"ok": False, "error": f"{type(exc).__name__}: {exc}"[:500]}
-            os.write(w, json.dumps(msg).encode())
-            os._exit(0)
-        os.close(w)
-        data = b""
-        while chunk := os.read(r, 65536):
-            data += chunk
-        os.close(r)
-        os.waitpid(pid, 0)
-        res = json.loads(data or b'{"ok": false, "error": "crashed"}')
+        def child(path=path) -> dict:
+            torch.set_num_threads(1)
+            spec = importlib.util.spec_from_file_location("block_under_test", path)
+            mod = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(mod)
+            return {"ok": True}
+
+        res, status = run_forked(child)
+        if res is None:
+            res = {"ok": False, "error": f"the child {status}"}
+        elif "error" in res:
+            res["ok"] = False
         res["path"] = path
         print(json.dumps(res), flush=True)
 
