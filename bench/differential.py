@@ -64,6 +64,8 @@ def _placeholder(name: str) -> type:
 
 
 class _StubModule(types.ModuleType):
+    __version__ = "0.0"  # read at import time by version checks (timm: PIL.__version__)
+
     def __getattr__(self, name):
         if name.startswith("__"):
             raise AttributeError(name)

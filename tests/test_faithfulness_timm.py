@@ -4,7 +4,8 @@ same outputs in eval and train mode with the same weights (bench/differential.py
 bench/faithful_bench.py, runs every timm block).
 
 timm 1.0.31 comes from PyPI as a wheel (sources only, never installed); torchvision, which
-cannot be imported beside the CPU torch, is replaced by stand-ins in the comparing process."""
+cannot be imported beside the CPU torch, and Pillow are replaced by stand-ins in the comparing
+process (none of the compared blocks calls them)."""
 
 from __future__ import annotations
 
@@ -24,6 +25,9 @@ from nnrag_tui.engine.extractor import BlockExtractor  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 TIMM = "timm==1.0.31"
+# stand-ins for what `import timm.models` imports but a test venv cannot: torchvision (never
+# beside the CPU torch) and Pillow (timm.data's transforms; not a dependency of nnrag)
+STUBS = ["--stub", "torchvision", "--stub", "PIL"]
 
 # layers, attention, conv factories and norm+act with their string registries, whole networks
 # (ResNet and RegNet built from the corpus's own call sites): each compared down to its outputs
@@ -77,7 +81,7 @@ def compared(tmp_path_factory):
                          "call_sites": ex.call_sites(res)})
     proc = subprocess.run(
         [sys.executable, "-I", str(ROOT / "bench" / "differential.py"), "--path", str(src),
-         "--stub", "torchvision", "--timeout", "120"],
+         *STUBS, "--timeout", "120"],
         input="".join(json.dumps(j) + "\n" for j in jobs), capture_output=True, text=True,
         timeout=900)
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -115,7 +119,7 @@ def test_a_changed_definition_is_caught(tmp_path, timm_mlp, old, new, caught_by)
     assert edited.read_text() != code
     proc = subprocess.run(
         [sys.executable, "-I", str(ROOT / "bench" / "differential.py"), "--path", str(src),
-         "--stub", "torchvision"],
+         *STUBS],
         input=json.dumps({"key": "timm.layers.mlp:Mlp", "file": str(edited)}) + "\n",
         capture_output=True, text=True, timeout=300)
     r = json.loads(proc.stdout)
