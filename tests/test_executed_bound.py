@@ -1,6 +1,7 @@
 """bench/executed_bound.py's floor: of a file with a string registry, only what one default build
 and forward run executes is counted; a registry entry that never runs is left out, and so is the
-module-level statement that holds the registry."""
+module-level statement that holds the registry. The forked child that measures it has a
+memory cap (bench/forked.py)."""
 
 from __future__ import annotations
 
@@ -83,3 +84,10 @@ def test_a_block_that_cannot_be_built_reports_how_far_it_got(tmp_path):
     ans, status = run_forked(lambda: measure(str(path), "Broken"), 60)
     assert status == "ok", status
     assert ans["reached"] == "import"
+
+
+def test_a_child_past_its_memory_cap_answers_with_the_error():
+    # 3 GiB against a 1 GiB cap: should the cap fail, 3 GiB on this machine is harmless
+    ans, status = run_forked(lambda: {"size": len(bytearray(3 << 30))}, 60, memory=1 << 30)
+    assert status == "ok", status
+    assert ans == {"error": "MemoryError: "}
