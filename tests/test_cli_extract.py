@@ -235,3 +235,30 @@ def test_api_extract_multiple_blocks_names_files_apart(tmp_path, setup):
         res = ex.extract_multiple_blocks(["fixext.other:Good", "fixext.layers:Good"],
                                          tmp / "api")
     assert [Path(r.paths[0]).name for r in res] == ["Good.py", "Good__layers.py"]
+
+
+def test_an_out_folder_that_cannot_be_written_is_refused_before_any_work(capsys, setup):
+    tmp, common = setup
+    (tmp / "notes.txt").write_text("kept")
+    for out in (tmp / "notes.txt", tmp / "notes.txt" / "sub"):
+        code, _, err = nnrag(capsys, "extract", "--block", "Good", "--no-validate",
+                             "--out", str(out), *common)
+        assert code == 2
+        assert f"cannot write to --out {out}: {tmp / 'notes.txt'} is a file, not a folder" in err
+        assert "Traceback" not in err
+    assert (tmp / "notes.txt").read_text() == "kept"
+    assert not (tmp / "cache").exists()  # refused before the index was even opened
+
+
+def test_api_a_file_that_cannot_be_written_is_a_failed_result(tmp_path, setup):
+    from nnrag_tui.engine.config import parse_config
+    from nnrag_tui.engine.extractor import BlockExtractor
+
+    tmp, _ = setup
+    (tmp / "blocker").write_text("")
+    cfg = parse_config({"fixext": {"path": str(tmp / "repo")}})
+    with BlockExtractor(cfg, cache_dir=tmp / "c2", data_dir=tmp / "d2") as ex:
+        ex.index()
+        res = ex.extract_single_block("Good", tmp / "blocker" / "out")
+    assert not res.ok
+    assert res.error.startswith(f"cannot write {tmp / 'blocker' / 'out'}")

@@ -288,6 +288,11 @@ def test_export_specs_refuses_to_overwrite_and_writes_to_stdout(ex, tmp_path: Pa
     code = main(["export-specs", "--jsonl", str(out), *cfg])
     _, err = capsys.readouterr()
     assert code == 2 and "use --force" in err and out.read_text() == "keep\n"
+    # a file where a folder of the path should be: one line, no traceback
+    code = main(["export-specs", "--jsonl", str(out / "specs.jsonl"), *cfg])
+    _, err = capsys.readouterr()
+    assert code == 2 and f"cannot write {out / 'specs.jsonl'}: {out} is a file" in err
+    assert "Traceback" not in err and out.read_text() == "keep\n"
     code = main(["export-specs", "--jsonl", "-", "--match", "BlockB", *cfg])
     o, _ = capsys.readouterr()
     assert code == 0

@@ -60,6 +60,7 @@ def register(sub) -> None:
 
 def cmd_extract(args) -> int:
     from nnrag_tui.engine.extractor import OutputNames, read_block_names
+    from nnrag_tui.engine.paths import prepare_folder
 
     if args.save and args.no_validate:
         print("nnrag: error: --save keeps only the blocks that pass validation; it cannot be "
@@ -80,6 +81,10 @@ def cmd_extract(args) -> int:
         return EXIT_ERROR
     if any(not n.strip() for n in names):
         print("nnrag: error: a block name cannot be empty", file=sys.stderr)
+        return EXIT_ERROR
+    # checked before the index is brought up to date, not after the first block is extracted
+    if args.out is not None and (problem := prepare_folder(args.out)):
+        print(f"nnrag: error: cannot write to --out {args.out}: {problem}", file=sys.stderr)
         return EXIT_ERROR
     from nnrag_tui.engine.sandbox import SandboxError
 

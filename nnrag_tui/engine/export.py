@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import contextlib
 import hashlib
 import json
 import os
@@ -35,6 +36,7 @@ from typing import Any
 from nnrag_tui.engine.errors import NnragError
 from nnrag_tui.engine.modsource import ModuleSource
 from nnrag_tui.engine.parse import module_name, resolve_relative
+from nnrag_tui.engine.paths import prepare_folder
 
 SCAN_MAX_FILES = 5000
 SCAN_MAX_BYTES = 2_000_000
@@ -564,7 +566,7 @@ def _atomic_write(path: Path, text: str) -> None:
             os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:
-        tmp.unlink(missing_ok=True)
+        _discard(tmp)
         raise
 
 
@@ -692,7 +694,9 @@ def write_jsonl(records: Iterable[dict], path: str | os.PathLike[str] | None, *,
         raise ExportError(f"refusing to overwrite {p} (use --force)")
     if p.exists() and p.is_dir():
         raise ExportError(f"{p} is a folder")
-    p.parent.mkdir(parents=True, exist_ok=True)
+    problem = prepare_folder(p.parent)
+    if problem:
+        raise ExportError(f"cannot write {p}: {problem}")
     tmp = p.with_name(f".{p.name}.{os.getpid()}.tmp")
     n = 0
     try:
@@ -704,9 +708,15 @@ def write_jsonl(records: Iterable[dict], path: str | os.PathLike[str] | None, *,
             os.fsync(fh.fileno())
         os.replace(tmp, p)
     except OSError as exc:
-        tmp.unlink(missing_ok=True)
+        _discard(tmp)
         raise ExportError(f"cannot write {p}: {exc.strerror or exc}") from None
     except BaseException:
-        tmp.unlink(missing_ok=True)
+        _discard(tmp)
         raise
     return n
+
+
+def _discard(tmp: Path) -> None:
+    """Removes a half-written temporary file, if there is one to remove."""
+    with contextlib.suppress(OSError):
+        tmp.unlink(missing_ok=True)

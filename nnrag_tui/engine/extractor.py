@@ -161,7 +161,12 @@ class BlockExtractor:
             stem, note = (names or OutputNames()).claim(result)
             if note:
                 result.notes.append(note)
-            result.write(Path(out_dir), stem)
+            try:
+                result.write(Path(out_dir), stem)
+            except OSError as exc:  # a full disk, a read-only or vanished folder
+                return Extraction(name, block, None, notes=result.notes,
+                                  error=f"cannot write {exc.filename or out_dir}: "
+                                        f"{exc.strerror or exc}")
         return result
 
     def extract_block(self, block: Block, *, requested: str | None = None,

@@ -30,3 +30,21 @@ def data_dir(override: str | os.PathLike[str] | None = None) -> Path:
     import platformdirs
 
     return Path(platformdirs.user_data_dir(APP_NAME))
+
+
+def prepare_folder(path: str | os.PathLike[str]) -> str | None:
+    """Creates the folder ``path`` (and its parents) to write into; returns why it cannot be,
+    naming the part of the path that is a file, or None."""
+    path = Path(path)
+    for part in (path, *path.parents):
+        if part.exists():
+            if not part.is_dir():
+                return f"{part} is a file, not a folder"
+            break
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    if not os.access(path, os.W_OK | os.X_OK):
+        return "permission denied"
+    return None
