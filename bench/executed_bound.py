@@ -20,10 +20,10 @@ Usage: python bench/executed_bound.py [--corpora DIR] [--out bench/results/execu
 
 from __future__ import annotations
 
-import argparse
 import ast
 import collections
 import inspect
+import json
 import os
 import statistics
 import sys
@@ -36,7 +36,7 @@ ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 sys.path.append(str(HERE))
 
-from bench.extract_bench import corpora, timm_config  # noqa: E402
+from bench.extract_bench import corpora, timm_bench_args, timm_config  # noqa: E402
 from bench.measure import cpu_speed  # noqa: E402
 from forked import run_forked  # noqa: E402
 from nnrag_tui.engine import sandbox_worker as worker  # noqa: E402
@@ -148,14 +148,7 @@ def run(ex: BlockExtractor, names: list[str], outdir: Path) -> dict:
 
 
 def main() -> None:
-    import json
-
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--corpora", default=str(HERE / ".corpora"))
-    ap.add_argument("--blocks", default=str(ROOT.parent / "shared" / "bench" / "blocks_timm.txt"))
-    ap.add_argument("--out", default=str(HERE / "results" / "executed_bound.json"))
-    ap.add_argument("--only-list", action="store_true", help="skip the all-timm run")
-    args = ap.parse_args()
+    args = timm_bench_args("executed_bound.json")
     import torch  # noqa: F401  (warm once; every file is measured in a forked child)
 
     corp = corpora(Path(args.corpora).resolve())

@@ -135,13 +135,20 @@ def run(names: list[str], ex: BlockExtractor, outdir: Path) -> dict:
     }
 
 
-def main() -> None:
+def timm_bench_args(report: str) -> argparse.Namespace:
+    """The options of a benchmark over the 100-block list and every timm block: where the
+    corpora are (downloaded if missing), the block list, the report file (``report`` in
+    bench/results by default) and whether to skip the all-timm run."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--corpora", default=str(HERE / ".corpora"))
     ap.add_argument("--blocks", default=str(ROOT.parent / "shared" / "bench" / "blocks_timm.txt"))
-    ap.add_argument("--out", default=str(HERE / "results" / "extract.json"))
+    ap.add_argument("--out", default=str(HERE / "results" / report))
     ap.add_argument("--only-list", action="store_true", help="skip the all-timm run")
-    args = ap.parse_args()
+    return ap.parse_args()
+
+
+def main() -> None:
+    args = timm_bench_args("extract.json")
     corp = corpora(Path(args.corpora).resolve())
     cfg = timm_config(corp)
     speed = cpu_speed()  # the machine is shared: how fast it runs now (see bench/measure.py)
