@@ -140,23 +140,56 @@ def compute_uses(text: str, node: ast.stmt) -> StmtUses:
             visit(child, child_lazy)
 
     visit(table, False)
-    for cls, in_function in _classes(node, False):
+    classes, annotations = _classes_and_annotations(node)
+    for cls, in_function in classes:
         for n in class_early_reads(cls):
             if n.id not in assigned_global:
                 (lazy if in_function else load).add(n.id)
     strings: set[str] = set()
-    for expr in string_annotation_exprs(node):
+    for expr in _parsed_strings(annotations):
         strings |= {n.id for n in ast.walk(expr) if isinstance(n, ast.Name)}
     return StmtUses(load, lazy - load, assigned_global, strings)
 
 
-def _classes(node: ast.AST, in_function: bool):
-    """Every class statement inside ``node``, with whether a function encloses it."""
-    if isinstance(node, ast.ClassDef):
-        yield node, in_function
-    inner = in_function or isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
-    for child in ast.iter_child_nodes(node):
-        yield from _classes(child, inner)
+_BLOCKS = ("body", "orelse", "finalbody", "handlers", "cases")
+
+
+def _classes_and_annotations(node: ast.stmt) -> tuple[list[tuple[ast.ClassDef, bool]],
+                                                       list[ast.expr]]:
+    """One walk of the statement ``node``: every class statement in it, with whether a
+    function encloses it, and every annotation (of arguments, returns and annotated
+    assignments). Both are statements or parts of a ``def``, never inside an expression (a
+    lambda's arguments take no annotation), so the walk follows statement blocks only."""
+    classes: list[tuple[ast.ClassDef, bool]] = []
+    annotations: list[ast.expr] = []
+    stack: list[tuple[ast.AST, bool]] = [(node, False)]
+    while stack:
+        n, in_function = stack.pop()
+        if isinstance(n, ast.ClassDef):
+            classes.append((n, in_function))
+        elif isinstance(n, ast.AnnAssign):
+            annotations.append(n.annotation)
+        elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            a = n.args
+            annotations += [arg.annotation for arg in (*a.posonlyargs, *a.args, *a.kwonlyargs,
+                                                       a.vararg, a.kwarg)
+                            if arg is not None and arg.annotation is not None]
+            if n.returns is not None:
+                annotations.append(n.returns)
+            in_function = True
+        for block in _BLOCKS:  # handlers: except clauses; cases: match arms
+            stack.extend((child, in_function) for child in getattr(n, block, ()))
+    return classes, annotations
+
+
+def _parsed_strings(annotations: list[ast.expr]):
+    """The parsed expressions of the string annotations (forward references) among these."""
+    for ann in annotations:
+        for c in annotation_strings(ann):
+            try:
+                yield ast.parse(c.value, mode="eval")
+            except SyntaxError:
+                continue
 
 
 def class_early_reads(cls: ast.ClassDef) -> list[ast.Name]:
@@ -205,20 +238,7 @@ def _class_scope_loads(node: ast.AST):
 
 def string_annotation_exprs(node: ast.AST):
     """The parsed expressions of the string annotations (forward references) in a statement."""
-    for sub in ast.walk(node):
-        ann = None
-        if isinstance(sub, ast.arg):
-            ann = sub.annotation
-        elif isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            ann = sub.returns
-        elif isinstance(sub, ast.AnnAssign):
-            ann = sub.annotation
-        if ann is not None:
-            for c in annotation_strings(ann):
-                try:
-                    yield ast.parse(c.value, mode="eval")
-                except SyntaxError:
-                    continue
+    return _parsed_strings(_classes_and_annotations(node)[1])
 
 
 def annotation_strings(ann: ast.expr):
