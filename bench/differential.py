@@ -110,7 +110,7 @@ def _load_file(path: str, name: str):
 def _candidates(worker, params, required, call_sites, namespace):
     out = []
     seen = set()
-    for seq in (False, True):
+    for seq in worker.SEQ_LEVELS:  # the validator's own guesses, in its order
         for c in worker.SIZES:
             try:
                 args, kwargs, shown = worker._assign(required, c, seq)

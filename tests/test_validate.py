@@ -365,6 +365,27 @@ def test_constructor_arguments_are_inferred(validator):
 
 
 @needs_torch
+def test_a_size_alone_becomes_a_pair_when_a_scalar_is_refused(validator):
+    # Swin's block: dim stays a number while input_resolution must be a pair; turning every
+    # guessed integer into a sequence (dim=(64, 64, 64, 64)) cannot build it
+    r = check(validator, """
+        import torch.nn as nn
+
+        class WindowBlock(nn.Module):
+            def __init__(self, dim, input_resolution, num_heads=4):
+                super().__init__()
+                self.h, self.w = input_resolution
+                self.norm = nn.LayerNorm(dim)
+                self.proj = nn.Linear(dim, dim // num_heads * num_heads)
+
+            def forward(self, x):
+                return self.proj(self.norm(x))
+        """, "WindowBlock")
+    assert r.stage("instantiate").detail["args"] == {"dim": "64", "input_resolution": "(16, 16)"}
+    assert r.level == "forward_ran", r.as_dict()
+
+
+@needs_torch
 def test_forward_with_an_nchw_probe(validator):
     r = check(validator, """
         import torch.nn as nn

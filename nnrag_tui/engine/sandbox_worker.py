@@ -1081,8 +1081,9 @@ def _stage_instantiate(job: dict, state: dict) -> dict:
     else:
         seen = set()
         # scalars first; then sequences where a scalar was refused ("'int' object is not
-        # subscriptable": depths=(1, 1, 1, 1), img_size=(16, 16), ...)
-        for seq in (False, True):
+        # subscriptable"): sizes alone (input_resolution=(16, 16) beside dim=64), then every
+        # count (depths=(1, 1, 1, 1), ...)
+        for seq in SEQ_LEVELS:
             for c in SIZES:
                 try:
                     args, kwargs, shown = _assign(required, c, seq)
@@ -1205,7 +1206,14 @@ _SCALAR_NAMES = frozenset({"kernel_size", "stride", "padding", "dilation", "grou
                            "num_classes", "eps", "p", "drop", "dropout"})
 
 
-def _assign(required, c: int, seq: bool = False):
+# how many of the guessed integers become sequences: none, sizes only, every count
+SEQ_LEVELS = (False, "sizes", True)
+_SIZE_WORDS = ("size", "shape", "resolution")
+
+
+def _assign(required, c: int, seq: bool | str = False):
+    """Guessed values for the required parameters, with channel count ``c``; ``seq`` is one of
+    SEQ_LEVELS: which integers are passed as sequences (a size as a pair, a count as four)."""
     from torch import nn
 
     args: list = []
@@ -1213,8 +1221,10 @@ def _assign(required, c: int, seq: bool = False):
     shown: dict = {}
     for p in required:
         value, text = _guess(p.name, p.annotation, c, nn)
-        if seq and type(value) is int and p.name not in _SCALAR_NAMES:
-            n = 2 if any(w in p.name for w in ("size", "shape", "resolution")) else 4
+        is_size = any(w in p.name for w in _SIZE_WORDS)
+        if (seq is True or (seq == "sizes" and is_size)) and type(value) is int \
+                and p.name not in _SCALAR_NAMES:
+            n = 2 if is_size else 4
             value, text = (value,) * n, repr((value,) * n)
         shown[p.name] = text
         if p.kind == p.POSITIONAL_ONLY:
