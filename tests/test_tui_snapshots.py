@@ -3,7 +3,8 @@
 
 Deterministic: fixed terminal sizes, the corpus always at the same path (paths show in the
 header and in the regenerated file's provenance header; a lock keeps two test sessions on one
-machine from sharing it), scripted validation with fixed timings, no cursor blink, no toasts.
+machine from sharing it), scripted validation with fixed timings, no index duration in the
+status line (shown from 1 s: a busy machine can take that long), no cursor blink, no toasts.
 """
 from __future__ import annotations
 
@@ -27,6 +28,13 @@ from tui_fixtures import (
 )
 
 ROOT = Path("/tmp/nnrag-tui-snapshots")
+
+
+@pytest.fixture(autouse=True)
+def no_index_duration(monkeypatch) -> None:
+    import nnrag_tui.tui.app
+
+    monkeypatch.setattr(nnrag_tui.tui.app, "SHOW_SECONDS_FROM", float("inf"))
 
 
 @pytest.fixture

@@ -107,6 +107,9 @@ def start_resource_tracker() -> None:
     resource_tracker.ensure_running()
 
 
+SHOW_SECONDS_FROM = 1.0  # an index run at least this long shows its duration in the summary
+
+
 def summary(report: IndexReport) -> str:
     text = (f"{report.blocks:,} blocks · {report.files:,} files: {report.parsed:,} parsed, "
             f"{report.cached:,} unchanged")
@@ -114,7 +117,7 @@ def summary(report: IndexReport) -> str:
         text += f", {report.failed:,} failed to parse"
     if report.removed:
         text += f", {report.removed:,} removed"
-    if report.seconds >= 1:
+    if report.seconds >= SHOW_SECONDS_FROM:
         text += f" · {report.seconds:.1f} s"
     return text
 
