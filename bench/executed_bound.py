@@ -45,18 +45,16 @@ from nnrag_tui.engine.extractor import BlockExtractor, OutputNames  # noqa: E402
 TARGET = 120  # the issue's median lines per file
 
 
-def top_level(code: str) -> tuple[int, list[tuple[int, int, str, str]]]:
-    """(import lines, [(first, last, name, kind)]) of the file's top-level statements; a
-    definition's span starts at its first decorator. kind: "def" or "stmt"."""
+def top_level(code: str) -> tuple[int, list[tuple[int, int, str]]]:
+    """(import lines, [(first, last, name)] of the file's top-level definitions); a
+    definition's span starts at its first decorator. Other statements do not count."""
     imports, spans = 0, []
     for st in ast.parse(code).body:
         if isinstance(st, (ast.Import, ast.ImportFrom)):
             imports += st.end_lineno - st.lineno + 1
         elif isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             first = min([d.lineno for d in st.decorator_list] + [st.lineno])
-            spans.append((first, st.end_lineno, st.name, "def"))
-        else:
-            spans.append((st.lineno, st.end_lineno, "", "stmt"))
+            spans.append((first, st.end_lineno, st.name))
     return imports, spans
 
 
@@ -98,9 +96,7 @@ def measure(path: str, name: str) -> dict:
         for m in state["instance"].modules():
             used.update(c.__name__ for c in type(m).__mro__ if c.__module__ == worker.MODULE_NAME)
     kept, dropped = [], []
-    for first, last, nm, kind in spans:
-        if kind != "def":
-            continue
+    for first, last, nm in spans:
         hit = nm in used or any(first <= ln <= last for ln in ran)
         (kept if hit else dropped).append((nm, last - first + 1))
     bound = imports + sum(n + 2 for _, n in kept) + 1
