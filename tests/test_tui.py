@@ -86,7 +86,11 @@ def test_results_categories_and_clicks(corpus: Path, tmp_path: Path) -> None:
     run(scenario)
 
 
-def test_search_narrows_the_results_once_typing_settles(corpus: Path, tmp_path: Path) -> None:
+def test_search_narrows_the_results_once_typing_settles(corpus: Path, tmp_path: Path,
+                                                         monkeypatch) -> None:
+    # a debounce longer than a busy CI host's pause between two simulated keystrokes
+    monkeypatch.setattr("nnrag_tui.tui.screens.library.SEARCH_DELAY", 1.0)
+
     async def scenario() -> None:
         app = make_app(corpus, tmp_path)
         async with app.run_test(size=SIZE) as pilot:

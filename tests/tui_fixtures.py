@@ -16,7 +16,7 @@ from textual.worker import WorkerCancelled, WorkerFailed, WorkerState
 
 from nnrag_tui.engine.validate import LEVELS, STAGES, StageVerdict, ValidationReport
 from nnrag_tui.tui.app import NnragApp
-from nnrag_tui.tui.screens.library import EXTRACT_DELAY, SEARCH_DELAY
+from nnrag_tui.tui.screens.library import EXTRACT_DELAY
 
 SIZE = (100, 30)
 
@@ -271,8 +271,10 @@ async def settle(app: NnragApp, pilot) -> None:
 
 
 async def settle_search(pilot) -> None:
-    """Waits out the search debounce."""
-    await pilot.pause(SEARCH_DELAY + 0.1)
+    """Waits out the search debounce (as set now: a test may lengthen it)."""
+    from nnrag_tui.tui.screens import library
+
+    await pilot.pause(library.SEARCH_DELAY + 0.1)
     await pilot.pause()
 
 
