@@ -31,6 +31,7 @@ def main(paths):
             torch.set_num_threads(1)
             spec = importlib.util.spec_from_file_location("block_under_test", path)
             mod = importlib.util.module_from_spec(spec)
+            sys.modules["block_under_test"] = mod  # as an import would: dataclasses look here
             spec.loader.exec_module(mod)
             return {"ok": True}
 

@@ -118,6 +118,10 @@ MUST = {
          "(a cycle)\n        init_weights(self.fc)\n"),
         "        scale_of = _scale\n", "        import math  # an external", "def _scale():",
         "* scale_of() * _scale_net", "import of `init_weights` inside a function dropped"],
+    ("conditional_rebind", "Net"): [
+        "import json\nimport os\n", "def pair(x):\n    return (x, x)\n",
+        "except ImportError:\n    pass\n",
+        'if os.environ.get("CRPKG_FAST"):\n    pair = fast_pair\n'],
 }
 MUST_NOT = {
     ("relative", "Net"): ["unused_helper", "NotNeeded", "from .", "sibling."],
@@ -141,6 +145,8 @@ MUST_NOT = {
     ("local_import", "Net"): ["from .init", "from lipkg", "NotNeeded", "def unused"],
     ("externals", "Net"): ["import os", "import sys", "List", "def unused",
                            "import torch\n"],
+    ("conditional_rebind", "Net"): ["nnrag_missing_accel", "_ACCEL", "unused_helper", "os_",
+                                    "json_"],
 }
 
 

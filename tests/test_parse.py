@@ -195,6 +195,17 @@ def test_calls_are_calls_not_definitions(mod):
     assert "forward" not in outer.calls and "Inner" not in outer.calls
 
 
+def test_assigning_into_an_attribute_or_item_binds_no_name():
+    # yolov5's utils/general.py: ``os.environ[...] = ...`` once made ``os`` a module-level
+    # definition of that module, and the generated file lost its ``import os``
+    src = (b"import os\n_REG = {}\nkey = 'a'\nos.environ['X'] = '1'\n_REG[key] = 2\n"
+           b"os.sep_alias: str = '/'\nx, (y, z) = 1, (2, 3)\nw += 1\n")
+    f = parse_bytes(src, "m.py")
+    assert f.ok, f.error
+    assigned = sorted(s.name for s in f.symbols if s.kind == "assign")
+    assert assigned == ["_REG", "key", "w", "x", "y", "z"]
+
+
 def test_facts_pickle_for_the_process_pool(mod):
     assert pickle.loads(pickle.dumps(mod)) == mod
 

@@ -367,22 +367,33 @@ def _kind(node: ast.stmt) -> str:
     return "other"
 
 
+def bound_only_by_imports(node: ast.stmt, name: str) -> bool:
+    """Whether every binding of ``name`` in a module-level statement is an import (``try: ...
+    except ImportError: import os``), as opposed to an assignment, a def or a loop target."""
+    return all(by_import for n, by_import in _bindings(node) if n == name)
+
+
 def _bound_names(node: ast.stmt) -> list[str]:
     """Names a module-level statement binds in the module namespace (not inside defs)."""
-    out: list[str] = []
+    return list(dict.fromkeys(n for n, _ in _bindings(node)))
+
+
+def _bindings(node: ast.stmt) -> list[tuple[str, bool]]:
+    """(name, bound by an import) for every module-namespace binding of a statement."""
+    out: list[tuple[str, bool]] = []
 
     def targets(t: ast.AST) -> None:
         for n in ast.walk(t):
             if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)):
-                out.append(n.id)
+                out.append((n.id, False))
 
     def walk(st: ast.stmt) -> None:
         if isinstance(st, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
-            out.append(st.name)
+            out.append((st.name, False))
         elif isinstance(st, ast.Import):
-            out.extend(a.asname or a.name.split(".")[0] for a in st.names)
+            out.extend((a.asname or a.name.split(".")[0], True) for a in st.names)
         elif isinstance(st, ast.ImportFrom):
-            out.extend(a.asname or a.name for a in st.names if a.name != "*")
+            out.extend((a.asname or a.name, True) for a in st.names if a.name != "*")
         elif isinstance(st, ast.Assign):
             for t in st.targets:
                 targets(t)
@@ -406,14 +417,14 @@ def _bound_names(node: ast.stmt) -> list[str]:
                 walk(s)
             for h in st.handlers:  # type: ignore[attr-defined]
                 if h.name:
-                    out.append(h.name)
+                    out.append((h.name, False))
                 for s in h.body:
                     walk(s)
         elif isinstance(st, ast.Expr):
             # the walrus binds in the module scope
             for n in ast.walk(st):
                 if isinstance(n, ast.NamedExpr) and isinstance(n.target, ast.Name):
-                    out.append(n.target.id)
+                    out.append((n.target.id, False))
 
     walk(node)
-    return list(dict.fromkeys(out))
+    return out

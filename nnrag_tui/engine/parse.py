@@ -297,7 +297,8 @@ class _Gatherer:
         names: list[str] = []
         for t in targets:
             for n in ast.walk(t):
-                if isinstance(n, ast.Name):
+                # ``os.environ["X"] = ...`` and ``_REG[key] = ...`` bind neither os nor key
+                if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
                     names.append(n.id)
         for name in dict.fromkeys(names):
             if name == "__all__":

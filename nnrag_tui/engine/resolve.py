@@ -19,7 +19,8 @@ from pathlib import Path
 from nnrag_tui.engine.bindings import ModuleEntry, ModuleIndex, Target
 from nnrag_tui.engine.errors import ResolutionError
 from nnrag_tui.engine.facts import Block, ImportRecord
-from nnrag_tui.engine.modsource import ModuleSource, TopStmt, all_chains, is_container_binding
+from nnrag_tui.engine.modsource import (ModuleSource, TopStmt, all_chains, bound_only_by_imports,
+                                        is_container_binding)
 from nnrag_tui.engine.parse import resolve_relative
 
 ALWAYS_EXTERNAL = frozenset({"torch"})
@@ -240,10 +241,25 @@ class _ClosureBuilder:
         if others:
             if load:
                 others = [i for i in others if i < st.index] or others
+            plain = self.plain_import(entry, name, st.line if load else None)
+            if plain is not None:
+                others = [i for i in others
+                          if not self.reimports(entry, ms.stmts[i], name, plain)]
+            if plain is not None and (not others or plain.line > max(
+                    ms.stmts[i].line for i in others)):
+                # ``try: import simplejson as json`` ... then ``import json``: the import
+                # holds, whatever the statements before it bound; and a guarded statement
+                # that imports the very same thing again adds nothing
+                self.follow(node, entry, st, name, self.index.follow_import(entry, plain), load,
+                            assigned_global)
+                return
             nodes = tuple(self.add(entry, i) for i in others)
-            self.refs[(node, name)] = ("def", entry.key, name)
+            key: BindKey = ("def", entry.key, name)
+            self.refs[(node, name)] = key
             self.deps.append(Dependency(node, name, "definition", f"{entry.module}.{name}",
                                         "local", 1.0, load, nodes))
+            if plain is not None and all(ms.stmts[i].kind == "compound" for i in others):
+                self.import_beneath(entry, name, plain, key, nodes)
             return
         if name in st.binds:
             # Only this statement binds it: a self-reference (recursion, a class naming itself).
@@ -251,6 +267,47 @@ class _ClosureBuilder:
             return
         t = self.index.lookup(entry, name)
         self.follow(node, entry, st, name, t, load, assigned_global)
+
+    @staticmethod
+    def plain_import(entry: ModuleEntry, name: str, above: int | None) -> ImportRecord | None:
+        """The last unguarded module-level import that binds ``name`` (above line ``above``
+        when the name is read while the module executes)."""
+        recs = [r for r in entry.imports.get(name, ())
+                if not r.guard.kind and (above is None or r.line < above)]
+        return max(recs, key=lambda r: r.line) if recs else None
+
+    @staticmethod
+    def reimports(entry: ModuleEntry, st: TopStmt, name: str, plain: ImportRecord) -> bool:
+        """Whether a guarded statement binds ``name`` only by importing what ``plain``
+        imports (yolov5's ``except ImportError: import os; os.system("pip install ...")``)."""
+        if st.kind != "compound" or not bound_only_by_imports(st.node, name):
+            return False
+        inner = [r for r in entry.imports.get(name, ()) if st.line <= r.line <= st.end_line]
+        return bool(inner) and all((r.target, r.name) == (plain.target, plain.name)
+                                   for r in inner)
+
+    def import_beneath(self, entry: ModuleEntry, name: str, rec: ImportRecord, key: BindKey,
+                       nodes: tuple[NodeId, ...]) -> None:
+        """``import os`` and later ``try: ... except ImportError: import os``, or ``if cond:
+        X = other``: the conditional statements rebind the name only on some paths, so the
+        plain import is needed beneath them. Both bind one name in the generated file."""
+        t = self.index.follow_import(entry, rec)
+        if t.kind == "def" and t.entry is not None and self.r.is_external(t.entry.module):
+            t = Target("external", f"{t.entry.module}.{t.name}", how=t.how)
+        elif t.kind == "module" and self.r.is_external(t.name):
+            t = Target("external", t.name, how="import")
+        if t.kind == "external":
+            imp = self.external_import(entry, name, t)
+            self.shared[key] = ("ext", imp.identity)
+            for n in nodes:
+                self.deps.append(Dependency(n, name, "external", imp.text(), t.how,
+                                            t.confidence, True))
+        elif t.kind == "def" and t.entry is not None and not t.attr:
+            inner = tuple(self.add(t.entry, i) for i in self.binders(t.entry, t.name))
+            self.shared[key] = ("def", t.entry.key, t.name)
+            for n in nodes:  # the import's definition first, then what rebinds it
+                self.deps.append(Dependency(n, name, "definition", t.qualified, t.how,
+                                            t.confidence, True, inner, t.note))
 
     def follow(self, node: NodeId, entry: ModuleEntry, st: TopStmt, name: str, t: Target,
                load: bool, assigned_global: set[str]) -> None:

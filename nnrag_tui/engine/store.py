@@ -16,7 +16,7 @@ from typing import Iterable, Iterator
 from nnrag_tui.engine.errors import StoreError
 from nnrag_tui.engine.facts import Block, Guard, ImportRecord, ModuleFacts, Symbol
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 BUSY_TIMEOUT_MS = 60_000
 
 SCHEMA = """
