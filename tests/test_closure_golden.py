@@ -117,7 +117,8 @@ MUST = {
         ("    def reset(self):\n        # deferred: lipkg.init imports this module at its top "
          "(a cycle)\n        init_weights(self.fc)\n"),
         "        scale_of = _scale\n", "        import math  # an external", "def _scale():",
-        "* scale_of() * _scale_net", "import of `init_weights` inside a function dropped"],
+        "* scale_of() * _scale_net", "import of `init_weights` inside a function dropped",
+        "import of `NotNeeded` inside a function dropped (unused)"],
     ("conditional_rebind", "Net"): [
         "import json\nimport os\n", "def pair(x):\n    return (x, x)\n",
         "except ImportError:\n    pass\n",

@@ -13,7 +13,7 @@ import sys
 from dataclasses import dataclass, field
 
 from nnrag_tui import __version__
-from nnrag_tui.engine.resolve import Closure, ExternalImport, NodeId
+from nnrag_tui.engine.resolve import UNUSED, Closure, ExternalImport, NodeId
 from nnrag_tui.engine.rewrite import rewrite_statement
 from nnrag_tui.engine.spec import build_spec, find_class
 
@@ -119,7 +119,8 @@ def _statement_text(closure: Closure, node: NodeId,
     guarded = {}
     for (user, line, bound), key in closure.guarded_imports.items():
         if user == node:
-            guarded[(line - st.line + 1, bound)] = closure.out_names.get(key) if key else None
+            guarded[(line - st.line + 1, bound)] = (
+                "" if key == UNUSED else closure.out_names.get(key) if key else None)
     return rewrite_statement(text, renames, chains, guarded)
 
 

@@ -10,6 +10,7 @@ enclose their methods, comprehensions, walrus, global/nonlocal, ...) is Python's
 from __future__ import annotations
 
 import ast
+import re
 import symtable
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -72,6 +73,15 @@ class ModuleSource:
             hit = list(_nested_imports(st.node)) if "import" in self.stmt_text(st) else []
             self._nested[st.index] = hit
         return hit
+
+    def mentions_outside_imports(self, st: TopStmt, name: str) -> bool:
+        """Whether ``name`` occurs as a word in ``st`` other than on the lines of the imports
+        nested in it (code, strings and annotations alike: a cautious test of use)."""
+        skip = {ln for imp, _ in self.nested_imports(st)
+                for ln in range(imp.lineno, (imp.end_lineno or imp.lineno) + 1)}
+        pattern = re.compile(rf"\b{re.escape(name)}\b")
+        return any(pattern.search(self.lines[ln - 1]) for ln in range(st.line, st.end_line + 1)
+                   if ln not in skip)
 
     def stmt_text(self, st: TopStmt) -> str:
         return "".join(self.lines[st.line - 1 : st.end_line])

@@ -26,6 +26,7 @@ from nnrag_tui.engine.parse import resolve_relative
 ALWAYS_EXTERNAL = frozenset({"torch"})
 NodeId = tuple[tuple[str, str], int]  # ((source, module), statement index)
 BindKey = tuple  # ("def", (source, module), name) | ("ext", identity)
+UNUSED: BindKey = ("unused",)  # an import inside a function whose name nothing there reads
 
 
 @dataclass(frozen=True)
@@ -416,9 +417,13 @@ class _ClosureBuilder:
         corpus name becomes a dependency, inlined at module level, and the import is dropped
         or becomes ``bound = name`` (the file has no package for a relative import, and
         importing the corpus is what the file must not do). External ones stay deferred."""
-        for imp, in_class_body in self.ms(entry).nested_imports(st):
+        ms = self.ms(entry)
+        for imp, in_class_body in ms.nested_imports(st):
             for rec in _import_records(imp, entry):
                 if self.r.is_external(rec.target or ""):
+                    continue
+                if not ms.mentions_outside_imports(st, rec.bound):
+                    self.guarded[(node, rec.line, rec.bound)] = UNUSED
                     continue
                 t = self.index.follow_import(entry, rec)
                 if t.kind == "def" and t.entry is not None and not t.attr \

@@ -35,7 +35,8 @@ def rewrite_statement(
 ) -> tuple[str, list[str]]:
     """Returns the rewritten text and one line per rewrite made. ``guarded`` maps (line inside
     the statement, bound name) of an import to the name it should be assigned from (``None``:
-    drop it; the definition it imported is already inlined under the bound name)."""
+    drop it; the definition it imported is already inlined under the bound name; ``""``: drop
+    it, nothing reads the name)."""
     if not renames and not chains and not guarded:
         return text, []
     out, log = _cached(text, tuple(sorted(renames.items())), tuple(sorted(chains.items())),
@@ -312,7 +313,9 @@ class _Walker:
             changed = True
             source = self.guarded[key]
             target = self.renames.get(bound, bound) if module_level else bound
-            if source is not None and source != target:
+            if source == "":
+                self.ed.log.append(f"{what} of `{bound}`{where} dropped (unused)")
+            elif source is not None and source != target:
                 assigns.append(f"{target} = {source}")
                 self.ed.log.append(f"{what} of `{bound}`{where} -> `{target} = {source}` "
                                    "(inlined)")
