@@ -86,6 +86,16 @@ def test_path_source_relative_to_the_config_file(tmp_path):
     assert Path(cfg.source("abs").location) == tmp_path
 
 
+@pytest.mark.parametrize("given,expected", [
+    (["."], ()), (["./"], ()), (["models", "."], ()), (["models/.."], ()),
+    (["./models", "models/", "utils//ops"], ("models", "utils/ops")),
+])
+def test_paths_are_normalised_and_dot_is_the_whole_repository(given, expected):
+    # a git source with paths ["."] once cloned a sparse pattern "/." and indexed 0 files
+    cfg = parse_config({"r": {"url": URL, "paths": given}})
+    assert cfg.sources[0].paths == expected
+
+
 def test_dist_source():
     cfg = parse_config({"torch": {"dist": "torch", "paths": ["torch/nn/modules"]}})
     src = cfg.source("torch")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import fnmatch
 import json
+import posixpath
 import re
 import warnings
 from dataclasses import dataclass, field
@@ -240,12 +241,15 @@ def _parse_source(
     priority = spec.get("priority", 1)
     if isinstance(priority, bool) or not isinstance(priority, int) or not 1 <= priority < 2**31:
         raise ConfigError(f"{where}: field 'priority' must be a positive integer (1 is highest)")
-    paths = tuple(
-        p.strip("/") for p in _str_list(spec.get("paths", []), f"{where}: field 'paths'")
-    )
+    paths = tuple(dict.fromkeys(
+        posixpath.normpath(p.strip("/") or ".")
+        for p in _str_list(spec.get("paths", []), f"{where}: field 'paths'")
+    ))
     for p in paths:
-        if p.startswith("..") or "/../" in f"/{p}/":
+        if p == ".." or p.startswith("../"):
             raise ConfigError(f"{where}: field 'paths' must stay inside the repository ({p!r})")
+    if "." in paths:  # "." (or "./", "a/..") is the whole repository, as no paths at all
+        paths = ()
     desc = spec.get("description", "")
     if not isinstance(desc, str):
         raise ConfigError(f"{where}: field 'description' must be a string")
