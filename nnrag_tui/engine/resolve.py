@@ -212,9 +212,25 @@ class _ClosureBuilder:
             for f in self.modules[key].future:
                 if f not in future:
                     future.append(f)
+        self.note_lazy_annotations(nodes, future)
         return Closure(self.block, nodes, self.modules, self.entries, self.deps,
                        self.externals, out_names, self.refs, self.chains, self.guarded,
                        self.unresolved, self.notes, sorted(future))
+
+    def note_lazy_annotations(self, nodes: list[NodeId], future: list[str]) -> None:
+        """One file has one ``from __future__ import annotations``: definitions from modules
+        without it get lazy (string) annotations too, which a user sees in
+        ``inspect.signature``; said in the header."""
+        if "annotations" not in future:
+            return
+        eager = sorted({self.entries[n[0]].facts.relpath for n in nodes
+                        if "annotations" not in self.modules[n[0]].future
+                        and self.modules[n[0]].stmts[n[1]].kind in ("class", "function")})
+        if eager:
+            self.notes.append(
+                "`from __future__ import annotations` applies to the whole file: the "
+                f"annotations of definitions from {', '.join(eager)} are strings here, not "
+                "evaluated objects (typing.get_type_hints resolves them)")
 
     def visit(self, node: NodeId) -> None:
         entry = self.entries[node[0]]
