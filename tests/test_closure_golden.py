@@ -119,6 +119,9 @@ MUST = {
         "        scale_of = _scale\n", "        import math  # an external", "def _scale():",
         "* scale_of() * _scale_net", "import of `init_weights` inside a function dropped",
         "import of `NotNeeded` inside a function dropped (unused)"],
+    ("future_mix", "Net"): [
+        "from __future__ import annotations\n",
+        "the annotations of definitions from fmpkg/net.py are strings here"],
     ("conditional_rebind", "Net"): [
         "import json\nimport os\n", "def pair(x):\n    return (x, x)\n",
         "except ImportError:\n    pass\n",
