@@ -460,15 +460,37 @@ def test_forward_failing_on_every_probe_is_probe_shape_and_still_validated(valid
 
 
 @needs_torch
+def test_a_config_parameter_gets_a_stand_in_whose_fields_are_guessed(validator):
+    # nanoGPT's Block(config): each field read gets the guess its name would get
+    r = check(validator, """
+        import torch.nn as nn
+
+        class Block(nn.Module):
+            def __init__(self, config):
+                super().__init__()
+                assert config.n_embd % config.n_head == 0
+                self.fc = nn.Linear(config.n_embd, config["n_embd"], bias=config.bias)
+                self.drop = nn.Dropout(config.dropout)
+                self.gain = getattr(config, "mode", "no such field: the default")
+
+            def forward(self, x):
+                return self.drop(self.fc(x))
+        """, "Block")
+    assert r.level == "forward_ran", r.as_dict()
+    assert r.stage("instantiate").detail["args"] == {
+        "config": "config(n_embd=64, n_head=4, bias=True, dropout=0.0)"}
+
+
+@needs_torch
 def test_unguessable_constructor_needs_arguments(validator):
     r = check(validator, """
         import torch.nn as nn
 
-        class FromConfig(nn.Module):
-            def __init__(self, cfg):
+        class FromFile(nn.Module):
+            def __init__(self, path):
                 super().__init__()
-                self.fc = nn.Linear(cfg["dim"], cfg["dim"])
-        """, "FromConfig")
+                self.fc = nn.Linear(len(open(path).read()), 4)
+        """, "FromFile")
     assert r.validated and r.level == "imported"
     assert r.cause == "needs_arguments"
     assert r.stage("forward") is None  # never faked: no instance, no forward verdict

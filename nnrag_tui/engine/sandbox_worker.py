@@ -1115,6 +1115,9 @@ def _stage_instantiate(job: dict, state: dict) -> dict:
             wants_seq = wants_seq or (isinstance(exc, TypeError) and _SEQ_WANTED.search(
                 _safe_str(exc, 300)) is not None)
             continue
+        for k, v in kwargs.items():
+            if isinstance(v, GuessedConfig):
+                shown[k] = repr(v)  # the fields the block read, with their guesses
         state["instance"] = obj
         state["hints"] = hints
         state["ctor"] = shown
@@ -1242,10 +1245,57 @@ def _annotation_text(annotation) -> str:
     return getattr(annotation, "__name__", None) or str(annotation)
 
 
+_CONFIG_NAMES = frozenset({"cfg", "config", "conf", "hparams", "hp", "opt", "opts", "args",
+                           "settings", "model_cfg", "model_config", "layers_cfg"})
+
+
+class GuessedConfig:
+    """A stand-in for a config object (nanoGPT's ``Block(config)``, ``cfg["dim"]``): every
+    field read gets the guess its name would get as a parameter (``config.n_embd`` 64,
+    ``config.n_head`` 4, ``config.dropout`` 0.0), and a field no name can tell is missing
+    (``getattr(config, "mode", default)`` gives the default). Its repr lists what was read."""
+
+    def __init__(self, c: int) -> None:
+        object.__setattr__(self, "_c", c)
+        object.__setattr__(self, "_fields", {})
+
+    def __getattr__(self, name: str):
+        if name.startswith("__") or name in ("_c", "_fields"):
+            raise AttributeError(name)
+        fields = self._fields
+        if name not in fields:
+            from torch import nn
+
+            try:
+                fields[name] = _guess(name, inspect.Parameter.empty, self._c, nn)[0]
+            except _NoGuess:
+                raise AttributeError(f"the guessed config has no field {name!r}") from None
+        return fields[name]
+
+    def __setattr__(self, name: str, value) -> None:
+        self._fields[name] = value
+
+    def __getitem__(self, name):
+        try:
+            return self.__getattr__(name)
+        except AttributeError:
+            raise KeyError(name) from None
+
+    def get(self, name, default=None):
+        return self._fields[name] if name in self._fields else getattr(self, name, default)
+
+    def __repr__(self) -> str:
+        return "config(" + ", ".join(f"{k}={_short(repr(v), 40)}"
+                                     for k, v in self._fields.items()) + ")"
+
+
 def _guess(name: str, annotation, c: int, nn):
     """A value for a required constructor parameter, from its name and annotation (a
-    sequence where the annotation asks for one). Raises _NoGuess for parameters no name can
-    tell (configs, paths, modes)."""
+    sequence where the annotation asks for one); a config gets a GuessedConfig. Raises
+    _NoGuess for parameters no name can tell (paths, modes)."""
+    n = name.lower()
+    if n in _CONFIG_NAMES or {"cfg", "config"} & set(n.split("_")):
+        return GuessedConfig(c), "config()"
     value, text = _guess_scalar(name, annotation, c, nn)
     ann = _annotation_text(annotation).replace("typing.", "")
     if type(value) is int and re.match(r"(Tuple|List|Sequence|tuple|list)\b", ann):
@@ -1301,6 +1351,8 @@ def _guess_scalar(name: str, annotation, c: int, nn):
         return nn.Identity, "nn.Identity"  # accepts and ignores any arguments
     if n in _SUBMODULE_NAMES or "Module" in ann:
         return nn.Identity(), "nn.Identity()"
+    if n in ("bias", "affine", "elementwise_affine", "batch_first"):
+        return True, "True"
     if ann == "bool" or n.startswith(("use_", "is_", "has_", "with_", "enable", "return_")):
         return False, "False"
     if ann == "float":
