@@ -42,11 +42,18 @@ def jobs_for(ex: BlockExtractor, names: list[str], outdir: Path) -> tuple[list[d
     return jobs, failed
 
 
-def differential(jobs: list[dict], source_root: Path, timeout: float) -> list[dict]:
-    proc = subprocess.run(
-        [sys.executable, "-I", str(HERE / "differential.py"), "--path", str(source_root),
-         "--stub", "torchvision", "--timeout", str(timeout)],
-        input="".join(json.dumps(j) + "\n" for j in jobs), capture_output=True, text=True)
+def differential(jobs: list[dict], source_root: Path | list[Path], timeout: float,
+                 stubs: tuple[str, ...] = ("torchvision",)) -> list[dict]:
+    """bench/differential.py over ``jobs`` with the upstream sources at ``source_root`` (one
+    root or several) and stand-ins for ``stubs``."""
+    roots = source_root if isinstance(source_root, list) else [source_root]
+    cmd = [sys.executable, "-I", str(HERE / "differential.py"), "--timeout", str(timeout)]
+    for root in roots:
+        cmd += ["--path", str(root)]
+    for pkg in stubs:
+        cmd += ["--stub", pkg]
+    proc = subprocess.run(cmd, input="".join(json.dumps(j) + "\n" for j in jobs),
+                          capture_output=True, text=True)
     if proc.returncode != 0:
         raise SystemExit(f"bench/differential.py failed:\n{proc.stderr[-2000:]}")
     return [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]

@@ -386,6 +386,29 @@ def test_a_size_alone_becomes_a_pair_when_a_scalar_is_refused(validator):
 
 
 @needs_torch
+def test_per_stage_counts_become_tuples_when_the_block_asks_for_one(validator):
+    # vit-pytorch's MaxViT checks ``isinstance(depth, tuple)`` itself; a compound name is
+    # guessed by its last word (cls_depth is a count, not a layer class)
+    r = check(validator, """
+        import torch.nn as nn
+
+        class Staged(nn.Module):
+            def __init__(self, dim, depth, cls_depth, image_patch_size):
+                super().__init__()
+                assert isinstance(depth, tuple), 'depth needs to be tuple if integers'
+                assert 16 % image_patch_size == 0
+                self.stages = nn.Sequential(*[nn.Linear(dim, dim) for n in depth
+                                              for _ in range(n + cls_depth)])
+
+            def forward(self, x):
+                return self.stages(x)
+        """, "Staged")
+    assert r.stage("instantiate").detail["args"] == {
+        "dim": "64", "depth": "(1, 1, 1, 1)", "cls_depth": "1", "image_patch_size": "4"}
+    assert r.level == "forward_ran", r.as_dict()
+
+
+@needs_torch
 def test_forward_with_an_nchw_probe(validator):
     r = check(validator, """
         import torch.nn as nn

@@ -1081,8 +1081,9 @@ def _stage_instantiate(job: dict, state: dict) -> dict:
     else:
         seen = set()
         # scalars first; then sequences where a scalar was refused ("'int' object is not
-        # subscriptable"): sizes alone (input_resolution=(16, 16) beside dim=64), then every
-        # count (depths=(1, 1, 1, 1), ...)
+        # subscriptable", "depth needs to be tuple"): sizes alone (input_resolution=(16, 16)
+        # beside dim=64), then the per-stage counts alone (depth=(1, 1, 1, 1)), then every
+        # integer
         for seq in SEQ_LEVELS:
             for c in SIZES:
                 try:
@@ -1112,8 +1113,7 @@ def _stage_instantiate(job: dict, state: dict) -> dict:
             last_exc = exc
             attempts.append({"args": shown, "error": f"{type(exc).__name__}: "
                                                       f"{_safe_str(exc, 300)}"})
-            wants_seq = wants_seq or (isinstance(exc, TypeError) and _SEQ_WANTED.search(
-                _safe_str(exc, 300)) is not None)
+            wants_seq = wants_seq or _wants_sequence(exc)
             continue
         for k, v in kwargs.items():
             if isinstance(v, GuessedConfig):
@@ -1205,13 +1205,27 @@ _UNGUESSABLE = frozenset({"cfg", "config", "args", "opt", "opts", "conf", "param
 
 _SEQ_WANTED = re.compile(r"not subscriptable|not iterable|has no len|cannot unpack|"
                          r"must be a tuple|must be a list")
+_SEQ_ASKED = re.compile(r"\b(tuple|list|sequence)\b", re.IGNORECASE)
 _SCALAR_NAMES = frozenset({"kernel_size", "stride", "padding", "dilation", "groups",
                            "num_classes", "eps", "p", "drop", "dropout"})
 
 
-# how many of the guessed integers become sequences: none, sizes only, every count
-SEQ_LEVELS = (False, "sizes", True)
+def _wants_sequence(exc: BaseException) -> bool:
+    """Whether a refused guess asked for a sequence: "'int' object is not iterable", or a
+    check of the block's own ("depth needs to be tuple if integers ...", MaxViT)."""
+    text = _safe_str(exc, 300)
+    if isinstance(exc, TypeError):
+        return _SEQ_WANTED.search(text) is not None
+    return isinstance(exc, (AssertionError, ValueError)) and _SEQ_ASKED.search(text) is not None
+
+
+# which of the guessed integers become sequences: none; sizes alone, as pairs; the per-stage
+# counts alone (depth=(1, 1, 1, 1) beside dim=64); every integer
+SEQ_LEVELS = (False, "sizes", "counts", True)
 _SIZE_WORDS = ("size", "shape", "resolution")
+_COUNT_NAMES = frozenset({"depth", "depths", "layers", "num_layers", "n_layers", "num_blocks",
+                          "n_blocks", "blocks", "repeats", "num_repeats", "layer_nums",
+                          "stage_blocks", "block_nums"})
 
 
 def _assign(required, c: int, seq: bool | str = False):
@@ -1225,7 +1239,9 @@ def _assign(required, c: int, seq: bool | str = False):
     for p in required:
         value, text = _guess(p.name, p.annotation, c, nn)
         is_size = any(w in p.name for w in _SIZE_WORDS)
-        if (seq is True or (seq == "sizes" and is_size)) and type(value) is int \
+        is_count = p.name in _COUNT_NAMES
+        if (seq is True or (seq == "sizes" and is_size) or (seq == "counts" and is_count)) \
+                and type(value) is int \
                 and p.name not in _SCALAR_NAMES:
             n = 2 if is_size else 4
             value, text = (value,) * n, repr((value,) * n)
@@ -1310,6 +1326,15 @@ def _guess_scalar(name: str, annotation, c: int, nn):
     ann = _annotation_text(annotation).replace("typing.", "")
     if n in _UNGUESSABLE or "cfg" in tokens or "config" in tokens:
         raise _NoGuess(name)
+    # a compound name is what its last word says: cls_depth and cross_attn_depth are counts,
+    # cross_attn_heads a head count, image_patch_size a patch size
+    last = n.rsplit("_", 1)[-1]
+    if n.endswith("patch_size"):
+        return 4, "4"
+    if last != n and last in ("depth", "layers"):
+        return 1, "1"
+    if last != n and last == "heads":
+        return 4, "4"
     if n in ("num_heads", "heads", "n_heads", "nhead", "n_head", "num_attention_heads",
              "attn_heads", "num_head", "nheads"):
         return 4, "4"
