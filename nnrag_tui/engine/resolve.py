@@ -438,7 +438,8 @@ class _ClosureBuilder:
             for rec in _import_records(imp, entry):
                 if self.r.is_external(rec.target or ""):
                     continue
-                if not ms.mentions_outside_imports(st, rec.bound):
+                if not in_class_body and not ms.mentions_outside_imports(st, rec.bound):
+                    # (in a class body the import is a class attribute: kept whatever reads it)
                     self.guarded[(node, rec.line, rec.bound)] = UNUSED
                     continue
                 t = self.index.follow_import(entry, rec)
