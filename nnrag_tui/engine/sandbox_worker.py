@@ -1198,9 +1198,8 @@ _SUBMODULE_NAMES = frozenset({
     "block", "module", "fn", "layer", "net", "model", "m", "submodule", "body", "sublayer",
     "func", "function", "backbone", "encoder", "decoder", "inner", "wrapped", "base",
     "residual", "branch", "op", "operation", "transform", "main"})
-_UNGUESSABLE = frozenset({"cfg", "config", "args", "opt", "opts", "conf", "params", "hparams",
-                          "settings", "name", "mode", "type", "kind", "block_args", "arch",
-                          "layers_cfg", "model_cfg", "path", "file", "filename", "url"})
+_UNGUESSABLE = frozenset({"params", "name", "mode", "type", "kind", "block_args", "arch",
+                          "path", "file", "filename", "url"})
 
 
 _SEQ_WANTED = re.compile(r"not subscriptable|not iterable|has no len|cannot unpack|"
@@ -1261,8 +1260,9 @@ def _annotation_text(annotation) -> str:
     return getattr(annotation, "__name__", None) or str(annotation)
 
 
+# a config object: these names, and any name with a word cfg or config (model_cfg, ...)
 _CONFIG_NAMES = frozenset({"cfg", "config", "conf", "hparams", "hp", "opt", "opts", "args",
-                           "settings", "model_cfg", "model_config", "layers_cfg"})
+                           "settings"})
 
 
 class GuessedConfig:
@@ -1324,7 +1324,7 @@ def _guess_scalar(name: str, annotation, c: int, nn):
     n = name.lower()
     tokens = set(n.split("_"))
     ann = _annotation_text(annotation).replace("typing.", "")
-    if n in _UNGUESSABLE or "cfg" in tokens or "config" in tokens:
+    if n in _UNGUESSABLE:
         raise _NoGuess(name)
     # a compound name is what its last word says: cls_depth and cross_attn_depth are counts,
     # cross_attn_heads a head count, image_patch_size a patch size
