@@ -367,7 +367,7 @@ class _ClosureBuilder:
                       t: Target, load: bool) -> None:
         """A name bound to a corpus module: each ``mod.X`` chain becomes a dependency on X and
         is rewritten to X's name in the generated file."""
-        chains = sorted(all_chains(st.node, name), key=len)
+        chains = sorted(all_chains(st.node, name), key=lambda c: (len(c), c))
         done: set[str] = set()
         found = False
         for chain in chains:
