@@ -667,7 +667,7 @@ def test_missing_external_knows_distributions():
 
 def test_every_cause_is_in_the_fixed_list():
     assert set(taxonomy.CAUSES) == {
-        "missing_external", "native_op", "unresolved_name", "circular_import",
+        "missing_external", "not_standalone", "native_op", "unresolved_name", "circular_import",
         "dynamic_registry", "needs_arguments", "probe_shape", "timeout", "memory_limit",
         "signal", "syntax_newer", "other"}
 

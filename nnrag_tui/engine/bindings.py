@@ -35,6 +35,24 @@ class ModuleEntry:
     imports: dict[str, list[ImportRecord]] = field(default_factory=dict)
     stars: list[ImportRecord] = field(default_factory=list)
 
+    @classmethod
+    def from_facts(cls, source: str, priority: int, file_id: int,
+                   facts: ModuleFacts) -> ModuleEntry:
+        e = cls(source, priority, file_id, facts)
+        for s in facts.symbols:
+            if s.parent is None:
+                e.defs.setdefault(s.name, []).append(s)
+            if s.kind == "class":
+                e.classes[s.qualname] = s
+        for imp in facts.imports:
+            if imp.is_star:
+                e.stars.append(imp)
+            else:
+                e.imports.setdefault(imp.bound, []).append(imp)
+        for recs in e.imports.values():
+            recs.sort(key=lambda r: GUARD_RANK.get(r.guard.kind, 9))
+        return e
+
     @property
     def module(self) -> str:
         return self.facts.module
@@ -74,19 +92,7 @@ class ModuleIndex:
         for source, priority, fid, facts in rows:
             if not facts.ok:
                 continue
-            e = ModuleEntry(source, priority, fid, facts)
-            for s in facts.symbols:
-                if s.parent is None:
-                    e.defs.setdefault(s.name, []).append(s)
-                if s.kind == "class":
-                    e.classes[s.qualname] = s
-            for imp in facts.imports:
-                if imp.is_star:
-                    e.stars.append(imp)
-                else:
-                    e.imports.setdefault(imp.bound, []).append(imp)
-            for recs in e.imports.values():
-                recs.sort(key=lambda r: GUARD_RANK.get(r.guard.kind, 9))
+            e = ModuleEntry.from_facts(source, priority, fid, facts)
             self.entries[e.key] = e
             self.by_module.setdefault(facts.module, []).append(e)
             self.priority.setdefault(source, priority)

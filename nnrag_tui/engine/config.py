@@ -336,14 +336,19 @@ def _warn(msg: str) -> None:
 
 def default_config() -> CorpusConfig:
     """What every install has: the installed torch's ``torch/nn/modules``, plus timm,
-    torchvision and transformers when they are installed. torch is found without importing it."""
+    torchvision and transformers when they are installed. torch is found without importing it.
+
+    timm and torchvision are indexed whole, so that their blocks are standalone files.
+    transformers only as ``transformers/models``: its models' closure through the library's
+    own machinery (configuration and modeling utils, hub integration) is tens of thousands of
+    lines, so that machinery stays imported, which each such file's header says."""
     from importlib import metadata
 
     sources: list[SourceConfig] = []
     defaults = [
         ("torch", "torch", ("torch/nn/modules",), 2),
-        ("timm", "timm", ("timm/models", "timm/layers"), 1),
-        ("torchvision", "torchvision", ("torchvision/models", "torchvision/ops"), 1),
+        ("timm", "timm", ("timm",), 1),
+        ("torchvision", "torchvision", ("torchvision",), 1),
         ("transformers", "transformers", ("transformers/models",), 3),
     ]
     for name, dist, paths, prio in defaults:

@@ -1,7 +1,8 @@
 """BlockDiscovery: nn.Module subclasses through the whole class hierarchy of the corpus.
 
 Bases are resolved through each module's imports (never by bare name), through any chain of
-corpus and torch classes. A block is concrete (no unimplemented abstract method, a ``forward``
+corpus and torch classes, and through modules of the source's own tree that its ``paths`` leave
+out (read on demand, see ``unindexed``). A block is concrete (no unimplemented abstract method, a ``forward``
 that does more than raise NotImplementedError) and has a ``forward``, its own or inherited.
 Each block gets one of the paper's eight categories and the rule that decided it.
 """
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 from nnrag_tui.engine.bindings import ModuleEntry, ModuleIndex, Target
 from nnrag_tui.engine.config import SymbolPatterns
 from nnrag_tui.engine.facts import Block, Symbol
+from nnrag_tui.engine.unindexed import UnindexedModules
 
 CATEGORIES = (
     "attention",
@@ -70,9 +72,12 @@ def external_has_forward(name: str) -> bool:
 
 
 class BlockDiscovery:
-    def __init__(self, index: ModuleIndex, patterns: dict[str, SymbolPatterns] | None = None):
+    def __init__(self, index: ModuleIndex, patterns: dict[str, SymbolPatterns] | None = None,
+                 unindexed: UnindexedModules | None = None):
         self.index = index
         self.patterns = patterns or {}
+        # bases in the source's own tree but outside its indexed paths
+        self.unindexed = unindexed
         self._info: dict[tuple[tuple[str, str], str], _ClassInfo] = {}
 
     def discover(self) -> list[tuple[int, Block]]:
@@ -127,6 +132,9 @@ class BlockDiscovery:
         for expr in sym.bases:
             t = self.resolve_base(entry, expr)
             found = self.index.class_symbol(t)
+            if (found is None and t.kind == "external" and self.unindexed is not None
+                    and not external_is_module(t.name)):
+                found = self.unindexed.class_symbol(entry.source, t.name)
             if found is not None:
                 b_entry, b_sym = found
                 b = self.class_info(b_entry, b_sym)

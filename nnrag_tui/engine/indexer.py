@@ -25,8 +25,9 @@ from nnrag_tui.engine.parse import failed_facts, read_facts
 from nnrag_tui.engine.progress import CancelFn, Cancelled, Progress, ProgressFn
 from nnrag_tui.engine.sources import RepoCache, Snapshot, iter_files
 from nnrag_tui.engine.store import FileIndexStore
+from nnrag_tui.engine.unindexed import UnindexedModules
 
-DISCOVERY_VERSION = "3"
+DISCOVERY_VERSION = "4"
 POOL_THRESHOLD = 16  # below this many files to parse, parsing in-process is faster
 # With other threads alive (the TUI) the pool must use forkserver, whose start costs ~1-2 s:
 # parsing in-process wins below this many files.
@@ -200,7 +201,9 @@ class Indexer:
     def rediscover(self) -> int:
         index = ModuleIndex(self.store.load_modules())
         patterns = {s.name: s.symbols for s in self.config.sources}
-        rows = BlockDiscovery(index, patterns).discover()
+        roots = {name: r["root"] for name, r in self.store.source_roots().items()}
+        rows = BlockDiscovery(index, patterns,
+                              UnindexedModules(index, roots, self.max_bytes)).discover()
         with self.store.transaction():
             self.store.replace_blocks(rows)
             self.store.set_meta("discovery", self._discovery_key())

@@ -213,6 +213,7 @@ class _ClosureBuilder:
                 if f not in future:
                     future.append(f)
         self.note_lazy_annotations(nodes, future)
+        self.note_unindexed_imports()
         return Closure(self.block, nodes, self.modules, self.entries, self.deps,
                        self.externals, out_names, self.refs, self.chains, self.guarded,
                        self.unresolved, self.notes, sorted(future))
@@ -231,6 +232,21 @@ class _ClosureBuilder:
                 "`from __future__ import annotations` applies to the whole file: the "
                 f"annotations of definitions from {', '.join(eager)} are strings here, not "
                 "evaluated objects (typing.get_type_hints resolves them)")
+
+    def note_unindexed_imports(self) -> None:
+        """Imports of an indexed package's modules that its ``paths`` leave out (a source
+        indexed as ``transformers/models`` keeps ``from transformers.cache_utils import
+        Cache``): the file is not standalone, which the header says with the remedy."""
+        mods = sorted({imp.module for imp in self.externals.values()
+                       if imp.module.split(".")[0] in self.index.packages
+                       and self.index.find_module(imp.module, None) is None
+                       and not self.r.is_external(imp.module)})
+        if mods:
+            tops = sorted({m.split(".")[0] for m in mods})
+            self.notes.append(
+                f"imports {', '.join(mods)}: modules of {', '.join(tops)} outside the indexed "
+                f"paths, kept as imports, so the file needs {', '.join(tops)} installed "
+                "(index the whole package to inline them)")
 
     def visit(self, node: NodeId) -> None:
         entry = self.entries[node[0]]

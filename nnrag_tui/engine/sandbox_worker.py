@@ -911,6 +911,7 @@ class _Bounded(io.TextIOBase):
 
 
 class _Deny(importlib.abc.MetaPathFinder):
+    # taxonomy._BLOCKED_MSG recognises this wording
     def __init__(self, names) -> None:
         self.names = frozenset(names)
 

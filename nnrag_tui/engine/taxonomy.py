@@ -19,6 +19,7 @@ from typing import Any
 
 CAUSES = (
     "missing_external",   # an imported package is not installed (which, and its distribution)
+    "not_standalone",     # imports the block's own repository instead of inlining it
     "native_op",          # C++/CUDA extension, torch.ops.*, undefined symbol, no CUDA
     "unresolved_name",    # a name the file uses is defined nowhere (which, where)
     "circular_import",    # import cycles, definitions used before they exist
@@ -84,6 +85,9 @@ _REGISTRY_CODE = re.compile(r"\bgetattr\(|\bimport_module\(|__import__\(|\beval\
                             r"\bexec\(|REGISTRY|registry|_registry|\bbuild_\w+\(|"
                             r"\bcreate_\w+\(|\bget_\w+_layer\(|\.build\(|\bglobals\(\)\[|"
                             r"\blocals\(\)\[", re.IGNORECASE)
+# sandbox_worker._Deny's wording for an import of a denied package (the worker runs alone, so
+# the text is repeated there)
+_BLOCKED_MSG = "(blocked in the sandbox)"
 _CIRCULAR_MSG = re.compile(r"partially initialized module|circular import", re.IGNORECASE)
 _ARGUMENT_MSG = re.compile(r"missing \d+ required|required (positional|keyword)|"
                            r"takes \d+ positional|unexpected keyword|takes no arguments",
@@ -230,6 +234,11 @@ def classify(stage: str, error: dict | None, *, killed: dict | None = None,
         return Cause("native_op", f"native op unavailable: {msg[:200]}", base)
     if "NameError" in bases:
         return _from_name_error(stage, error, msg, base, frames, code)
+    if _BLOCKED_MSG in msg:
+        return Cause("not_standalone",
+                     f"imports {module}, its own repository's package, instead of inlining it: "
+                     f"modules outside the source's indexed paths stay imports (index the "
+                     f"whole package to inline them)", {**base, "module": module})
     if _CIRCULAR_MSG.search(msg):
         return Cause("circular_import", f"circular import: {msg[:200]}", base)
     registry = _registry_lookup(short, msg, frames, error)
@@ -278,6 +287,11 @@ def _from_import_error(stage, error, msg, base, frames) -> Cause:
     m = re.search(r"No module named '([^']+)'", msg)
     if m and not module:
         module = m.group(1)
+    if _BLOCKED_MSG in msg:
+        return Cause("not_standalone",
+                     f"imports {module}, its own repository's package, instead of inlining it: "
+                     f"modules outside the source's indexed paths stay imports (index the "
+                     f"whole package to inline them)", {**base, "module": module})
     if _CIRCULAR_MSG.search(msg):
         return Cause("circular_import", f"circular import: {msg[:200]}", {**base,
                                                                           "module": module})

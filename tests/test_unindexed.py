@@ -1,0 +1,79 @@
+"""A source indexed in part (``paths``) whose classes derive from classes elsewhere in the same
+package: transformers indexed as ``transformers/models``, where every decoder layer derives
+from ``transformers.modeling_layers.GradientCheckpointingLayer`` and every model from
+``transformers.modeling_utils.PreTrainedModel``. Such a class is still a block; the modules it
+reaches outside the paths stay imports, the file says it is not standalone, and validation
+names that cause."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+from helpers import fixture, path_config
+
+from nnrag_tui.engine.extractor import BlockExtractor
+
+needs_torch = pytest.mark.skipif(importlib.util.find_spec("torch") is None,
+                                 reason="torch is not installed")
+REPO = fixture("unindexed_bases")
+
+
+def extractor(tmp_path, paths: list[str]) -> BlockExtractor:
+    cfg = path_config({"pkgx": {"path": REPO, "paths": paths}})
+    ex = BlockExtractor(cfg, cache_dir=tmp_path / "cache", data_dir=tmp_path / "data")
+    ex.index()
+    return ex
+
+
+@pytest.fixture(scope="module")
+def models_only(tmp_path_factory):
+    return extractor(tmp_path_factory.mktemp("models"), ["pkgx/models"])
+
+
+def test_a_base_outside_the_indexed_paths_still_makes_a_block(models_only):
+    blocks = {b.key: b for b in models_only.blocks()}
+    # through the re-export in pkgx/layers/__init__.py, neither file indexed
+    assert "pkgx.models.net:ScaledBlock" in blocks
+    assert blocks["pkgx.models.net:ScaledBlock"].bases == ("pkgx.layers.base.CheckpointLayer",)
+    # a base outside the paths that is no module does not make one
+    assert "pkgx.models.net:Described" not in blocks
+    # the modules read for the bases give no blocks of their own
+    assert not [k for k in blocks if k.startswith("pkgx.layers")]
+
+
+def test_the_modules_outside_the_paths_stay_imports_and_the_header_says_so(models_only):
+    res = models_only.extract_single_block("ScaledBlock")
+    code = res.generated.code
+    assert "from pkgx.layers import CheckpointLayer" in code
+    assert "from pkgx.utils import SCALE" in code
+    assert "class CheckpointLayer" not in code
+    note = ("imports pkgx.layers, pkgx.utils: modules of pkgx outside the indexed paths, kept "
+            "as imports, so the file needs pkgx installed")
+    assert any(note in n for n in res.generated.notes)
+    assert note in code  # in the header
+
+
+def test_indexed_whole_the_same_block_is_standalone(tmp_path):
+    ex = extractor(tmp_path, [])
+    code = ex.extract_single_block("ScaledBlock").generated.code
+    assert "class CheckpointLayer(nn.Module):" in code
+    assert "SCALE = 2.0" in code
+    assert "pkgx" not in code.split("# needs,")[-1].split("\n\n", 1)[1]  # no import of it
+    assert "Identityish" not in code  # only what the block reaches
+
+
+@needs_torch
+def test_validation_names_a_file_that_is_not_standalone(models_only, tmp_path):
+    from nnrag_tui.engine.sandbox import Sandbox
+    from nnrag_tui.engine.validate import Validator, standalone_denylist
+
+    g = models_only.extract_single_block("ScaledBlock").generated
+    whole = extractor(tmp_path, []).extract_single_block("ScaledBlock").generated
+    with Sandbox(deny_imports=standalone_denylist("pkgx.models.net")) as sb, Validator(sb) as v:
+        report = v.validate(g.code, g.name, g.spec)
+        assert not report.stage("import").ok
+        assert report.cause == "not_standalone"
+        assert report.cause_detail["module"] == "pkgx"
+        assert "outside the source's indexed paths" in report.cause_summary
+        assert v.validate(whole.code, whole.name, whole.spec).level == "forward_ran"
