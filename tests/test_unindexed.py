@@ -75,5 +75,5 @@ def test_validation_names_a_file_that_is_not_standalone(models_only, tmp_path):
         assert not report.stage("import").ok
         assert report.cause == "not_standalone"
         assert report.cause_detail["module"] == "pkgx"
-        assert "outside the source's indexed paths" in report.cause_summary
+        assert "a package of the corpus that the file does not inline" in report.cause_summary
         assert v.validate(whole.code, whole.name, whole.spec).level == "forward_ran"

@@ -19,7 +19,7 @@ from typing import Any
 
 CAUSES = (
     "missing_external",   # an imported package is not installed (which, and its distribution)
-    "not_standalone",     # imports the block's own repository instead of inlining it
+    "not_standalone",     # imports a package of the corpus (blocked) instead of inlining it
     "native_op",          # C++/CUDA extension, torch.ops.*, undefined symbol, no CUDA
     "unresolved_name",    # a name the file uses is defined nowhere (which, where)
     "circular_import",    # import cycles, definitions used before they exist
@@ -234,11 +234,6 @@ def classify(stage: str, error: dict | None, *, killed: dict | None = None,
         return Cause("native_op", f"native op unavailable: {msg[:200]}", base)
     if "NameError" in bases:
         return _from_name_error(stage, error, msg, base, frames, code)
-    if _BLOCKED_MSG in msg:
-        return Cause("not_standalone",
-                     f"imports {module}, its own repository's package, instead of inlining it: "
-                     f"modules outside the source's indexed paths stay imports (index the "
-                     f"whole package to inline them)", {**base, "module": module})
     if _CIRCULAR_MSG.search(msg):
         return Cause("circular_import", f"circular import: {msg[:200]}", base)
     registry = _registry_lookup(short, msg, frames, error)
@@ -289,9 +284,9 @@ def _from_import_error(stage, error, msg, base, frames) -> Cause:
         module = m.group(1)
     if _BLOCKED_MSG in msg:
         return Cause("not_standalone",
-                     f"imports {module}, its own repository's package, instead of inlining it: "
-                     f"modules outside the source's indexed paths stay imports (index the "
-                     f"whole package to inline them)", {**base, "module": module})
+                     f"imports {module}, a package of the corpus that the file does not "
+                     f"inline (blocked: a validated block stands alone); the file's header "
+                     f"says why it stays an import", {**base, "module": module})
     if _CIRCULAR_MSG.search(msg):
         return Cause("circular_import", f"circular import: {msg[:200]}", {**base,
                                                                           "module": module})

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 IGNORED_GROUP = "ignored"
 CAUSE_HINTS = {
     "missing_external": "an imported package is not installed here",
-    "not_standalone": "imports its own repository's package instead of inlining it",
+    "not_standalone": "imports a package of the corpus instead of inlining it",
     "native_op": "needs a compiled extension, a torch.ops kernel or CUDA",
     "unresolved_name": "a name the file uses is defined nowhere in it",
     "circular_import": "an import cycle, or a definition used before it exists",
