@@ -113,16 +113,30 @@ def _candidates(worker, params, required, call_sites, namespace):
     seen = set()
     for seq in worker.SEQ_LEVELS:  # the validator's own guesses, in its order
         for c in worker.SIZES:
-            try:
-                args, kwargs, shown = worker._assign(required, c, seq)
-            except worker._NoGuess:
-                break
-            if repr(shown) not in seen:
-                seen.add(repr(shown))
-                out.append((args, kwargs, shown, {"C": c}))
+            for real in (True, False):
+                try:
+                    # each side's own config class (the name as its module binds it)
+                    args, kwargs, shown = worker._assign(required, c, seq, namespace, real)
+                except worker._NoGuess:
+                    continue
+                except Exception:  # noqa: BLE001  (a config class refused its guesses)
+                    continue
+                if repr(shown) not in seen:
+                    seen.add(repr(shown))
+                    out.append((args, kwargs, shown, {"C": c}))
     if call_sites:
         out += worker._call_site_candidates(call_sites, params, required, namespace)
     return out
+
+
+def _config_names_of(upstream: dict, generated: dict) -> dict:
+    """The generated module's namespace with the ``...Config`` names of upstream's, so that
+    both sides pick the same config class for an unannotated ``config``: one only upstream
+    binds (modeling_bert imports BertConfig, BertLayer's file has no use for it) is
+    upstream's; one only the file binds (an inlined base's annotation) is left out."""
+    ns = {k: v for k, v in generated.items() if not k.endswith("Config") or k in upstream}
+    ns.update({k: v for k, v in upstream.items() if k.endswith("Config") and k not in ns})
+    return ns
 
 
 def _same(a, b, torch, path="output") -> None:
@@ -228,7 +242,8 @@ def compare(job: dict, worker) -> dict:
     _seed(0)
     up_cands = _candidates(worker, params, required, job.get("call_sites"), vars(upstream_mod))
     _seed(0)
-    gen_cands = _candidates(worker, params, required, job.get("call_sites"), vars(gen_mod))
+    gen_cands = _candidates(worker, params, required, job.get("call_sites"),
+                            _config_names_of(vars(upstream_mod), vars(gen_mod)))
     if [c[2] for c in up_cands] != [c[2] for c in gen_cands]:
         raise _Differs("the corpus's argument sets evaluate differently in the two modules")
     up = None
@@ -268,15 +283,32 @@ def compare(job: dict, worker) -> dict:
         if up_sd[k].shape != gen_sd[k].shape:
             raise _Differs(f"state_dict {k}: {tuple(up_sd[k].shape)} upstream, "
                            f"{tuple(gen_sd[k].shape)} here")
-    init_same = all(torch.equal(up_sd[k], gen_sd[k]) for k in up_sd
-                    if not up_sd[k].is_floating_point() or not up_sd[k].isnan().any())
-    if not init_same:
-        raise _Differs("initial weights differ under the same seed")
+    init_differ = [k for k in up_sd if not torch.equal(up_sd[k], gen_sd[k])
+                   and (not up_sd[k].is_floating_point() or not up_sd[k].isnan().any())]
     gen.load_state_dict(up_sd, strict=True)
     checked = ["signature", "repr", "state_dict", "init"]
+    out = _compare_outputs(up, gen, hints, worker, torch, nn, result, checked)
+    if init_differ:
+        # still a difference; the outputs say whether it is only the initialisation
+        # (transformers initialises classes outside its own package as "custom code")
+        ran = [c for c in out.get("checked", ()) if c in ("eval", "train")]
+        raise _Differs(f"initial weights differ under the same seed ({len(init_differ)} of "
+                       f"{len(up_sd)} tensors, e.g. {init_differ[0]})"
+                       + (f"; the {' and '.join(ran)} outputs are the same once given "
+                          "upstream's weights" if ran else ""))
+    return out
+
+
+def _compare_outputs(up, gen, hints, worker, torch, nn, result: dict, checked: list) -> dict:
+    """Eval and train outputs of the two blocks on the validator's probe inputs (the
+    generated one holding upstream's weights)."""
     freq = worker._forward_required(up)
     probes = [("none", (), 0)] if not freq else worker._probes(
         {"hints": hints}, up, nn)[:worker._MAX_PROBES]
+    if not freq:  # all optional: as the validator, the probes go to the first parameter
+        freq = worker._optional_input(up)
+        if freq:
+            probes += worker._probes({"hints": hints}, up, nn)[:worker._MAX_PROBES]
     up.eval()
     gen.eval()
     for kind, shape, c in probes:

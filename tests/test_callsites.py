@@ -25,6 +25,7 @@ from torch import nn
 
 @dataclass
 class StageCfg:
+    stem: str  # nothing tells what to pass: the validator cannot build a StageCfg itself
     depths: Tuple[int, ...] = (1, 1)
     width: int = 8
 
@@ -44,8 +45,8 @@ class StagedNet(nn.Module):
 
 
 model_cfgs = dict(
-    small=StageCfg(depths=(1, 2), width=16),
-    large=StageCfg(depths=(3, 4, 6, 3), width=64),
+    small=StageCfg("conv", depths=(1, 2), width=16),
+    large=StageCfg("conv", depths=(3, 4, 6, 3), width=64),
 )
 
 
@@ -111,7 +112,7 @@ from .nets import StagedNet, StageCfg
 class Tiny(nn.Module):
     def __init__(self, width):
         super().__init__()
-        self.net = StagedNet(StageCfg(depths=(1,), width=4), num_classes=width)
+        self.net = StagedNet(StageCfg("conv", depths=(1,), width=4), num_classes=width)
 
     def forward(self, x):
         return self.net(x)
@@ -170,10 +171,10 @@ def test_direct_calls_resolved_through_imports_and_config_values(ex):
     kw = [s["kwargs"].get("cfg") for s in sets]
     # the call in users.py, found through its `from .nets import StagedNet`
     direct = next(s for s in sets if s["where"] == "cspkg/users.py:9")
-    assert direct["args"] == ["StageCfg(depths=(1,), width=4)"]
+    assert direct["args"] == ["StageCfg('conv', depths=(1,), width=4)"]
     assert direct["kwargs"] == {}  # num_classes=width: `width` is local to Tiny.__init__
     # values of the config class in the block's module
-    assert "StageCfg(depths=(1, 2), width=16)" in kw
+    assert "StageCfg('conv', depths=(1, 2), width=16)" in kw
     # the same-named class in other.py is somebody else's: its call never counts
     assert all("something-else" not in json.dumps(s) for s in sets)
     assert all(not s["where"].startswith("cspkg/other.py") for s in sets)

@@ -505,6 +505,102 @@ def test_a_config_parameter_gets_a_stand_in_whose_fields_are_guessed(validator):
 
 
 @needs_torch
+def test_a_config_class_of_the_file_is_built_small(validator):
+    # the reference LLaMA's Transformer(params: ModelArgs): the file's own dataclass, with its
+    # size fields made small and the rest (norm_eps, pad_token_id) left at their defaults
+    r = check(validator, """
+        from dataclasses import dataclass
+
+        import torch.nn as nn
+
+        @dataclass
+        class ModelArgs:
+            dim: int = 4096
+            n_layers: int = 32
+            n_heads: int = 32
+            vocab_size: int = 32000
+            pad_token_id: int = 7
+            norm_eps: float = 1e-5
+
+        class Transformer(nn.Module):
+            def __init__(self, params: ModelArgs):
+                super().__init__()
+                assert params.dim % params.n_heads == 0 and params.norm_eps == 1e-5
+                self.tok = nn.Embedding(params.vocab_size, params.dim, params.pad_token_id)
+                self.layers = nn.ModuleList(nn.Linear(params.dim, params.dim)
+                                            for _ in range(params.n_layers))
+
+            def forward(self, tokens):
+                h = self.tok(tokens)
+                for layer in self.layers:
+                    h = layer(h)
+                return h
+        """, "Transformer")
+    assert r.level == "forward_ran", r.as_dict()
+    assert r.stage("instantiate").detail["args"] == {
+        "params": "ModelArgs(dim=64, n_layers=1, n_heads=4, vocab_size=100)"}
+    assert r.stage("instantiate").detail["parameters"] == 100 * 64 + 64 * 64 + 64
+
+
+@needs_torch
+def test_a_forward_whose_parameters_are_all_optional_gets_the_probe_first(validator):
+    # transformers' forward(self, input_ids=None, inputs_embeds=None, ...): without arguments
+    # it raises; the probe input goes to the first parameter
+    r = check(validator, """
+        import torch.nn as nn
+
+        class Embedder(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.emb = nn.Embedding(100, 8)
+
+            def forward(self, input_ids=None, inputs_embeds=None):
+                if input_ids is None and inputs_embeds is None:
+                    raise ValueError("You have to specify either input_ids or inputs_embeds")
+                return self.emb(input_ids) if inputs_embeds is None else inputs_embeds
+        """, "Embedder")
+    assert r.level == "forward_ran", r.as_dict()
+    fwd = r.stage("forward").detail
+    assert fwd["input_kind"] == "index" and fwd["output"] == [[2, 16, 8]]
+
+
+@needs_torch
+def test_an_unannotated_config_gets_the_files_config_class(validator):
+    # transformers' GPT2Block(config, layer_idx=None) beside GPT2Config(PreTrainedConfig):
+    # a field read by string lookup (activation_function) defeats the guessed stand-in; the
+    # most derived ...Config class of the file, built small, does not
+    r = check(validator, """
+        import torch.nn as nn
+
+        ACT2FN = {"gelu_new": nn.GELU, "relu": nn.ReLU}
+
+        class PreTrainedConfig:
+            def __init__(self, **kwargs):
+                self.extra = kwargs
+
+        class TinyConfig(PreTrainedConfig):
+            def __init__(self, n_embd=768, n_layer=12, activation_function="gelu_new",
+                         attn_pdrop=0.1, bos_token_id=50256, **kwargs):
+                super().__init__(**kwargs)
+                self.n_embd, self.n_layer = n_embd, n_layer
+                self.activation_function, self.attn_pdrop = activation_function, attn_pdrop
+
+        class TinyBlock(nn.Module):
+            def __init__(self, config, layer_idx=None):
+                super().__init__()
+                self.fc = nn.Linear(config.n_embd, config.n_embd)
+                self.act = ACT2FN[config.activation_function]()
+                self.drop = nn.Dropout(config.attn_pdrop)
+
+            def forward(self, x):
+                return self.drop(self.act(self.fc(x)))
+        """, "TinyBlock")
+    assert r.level == "forward_ran", r.as_dict()
+    assert r.stage("instantiate").detail["args"] == {
+        "config": "TinyConfig(n_embd=64, n_layer=1)"}
+
+
+@needs_torch
 def test_unguessable_constructor_needs_arguments(validator):
     r = check(validator, """
         import torch.nn as nn

@@ -1085,20 +1085,32 @@ def _stage_instantiate(job: dict, state: dict) -> dict:
         # subscriptable", "depth needs to be tuple"): sizes alone (input_resolution=(16, 16)
         # beside dim=64), then the per-stage counts alone (depth=(1, 1, 1, 1)), then every
         # integer
+        # a parameter annotated with a config class: an instance of it first, then the
+        # guessed stand-in
+        namespace = vars(state["module"])
+        unguessed: str | None = None
         for seq in SEQ_LEVELS:
             for c in SIZES:
-                try:
-                    args, kwargs, shown = _assign(required, c, seq)
-                except _NoGuess as exc:
-                    raise _StageFailed({"type": "NeedsArguments",
-                                        "message": f"cannot infer a value for parameter "
-                                                   f"{exc.args[0]!r}",
-                                        "param": exc.args[0], "frames": []},
-                                       {"required": [p.name for p in required]}) from None
-                key = repr(shown)
-                if key not in seen:
-                    seen.add(key)
-                    candidates.append((args, kwargs, shown, {"C": c, "seq": seq}))
+                for real in (True, False):
+                    try:
+                        args, kwargs, shown = _assign(required, c, seq, namespace, real)
+                    except _NoGuess as exc:
+                        unguessed = unguessed or exc.args[0]
+                        continue
+                    except (MemoryError, KeyboardInterrupt, SystemExit):
+                        raise
+                    except Exception:  # noqa: BLE001  (the config class refused its guesses)
+                        continue
+                    key = repr(shown)
+                    if key not in seen:
+                        seen.add(key)
+                        candidates.append((args, kwargs, shown, {"C": c, "seq": seq}))
+        if not candidates:
+            raise _StageFailed({"type": "NeedsArguments",
+                                "message": f"cannot infer a value for parameter {unguessed!r}"
+                                if unguessed else "no guess of the arguments could be made",
+                                "param": unguessed, "frames": []},
+                               {"required": [p.name for p in required]})
     last_exc: BaseException | None = None
     wants_seq = False
     for args, kwargs, shown, hints in candidates:
@@ -1228,16 +1240,28 @@ _COUNT_NAMES = frozenset({"depth", "depths", "layers", "num_layers", "n_layers",
                           "stage_blocks", "block_nums"})
 
 
-def _assign(required, c: int, seq: bool | str = False):
+def _assign(required, c: int, seq: bool | str = False, namespace: dict | None = None,
+            real_config: bool = False):
     """Guessed values for the required parameters, with channel count ``c``; ``seq`` is one of
-    SEQ_LEVELS: which integers are passed as sequences (a size as a pair, a count as four)."""
+    SEQ_LEVELS: which integers are passed as sequences (a size as a pair, a count as four).
+    ``real_config``: a parameter annotated with a config class that ``namespace`` (the
+    block's module) binds gets an instance of it (see _config_instance); otherwise config
+    parameters get a GuessedConfig."""
     from torch import nn
 
     args: list = []
     kwargs: dict = {}
     shown: dict = {}
     for p in required:
-        value, text = _guess(p.name, p.annotation, c, nn)
+        cls = None
+        if real_config:
+            cls = _config_class(p.annotation, namespace, nn)
+            if cls is None and p.annotation is inspect.Parameter.empty and _is_config_name(p.name):
+                cls = _module_config_class(namespace, nn)
+        if cls is not None:
+            value, text = _config_instance(cls, c, nn)
+        else:
+            value, text = _guess(p.name, p.annotation, c, nn)
         is_size = any(w in p.name for w in _SIZE_WORDS)
         is_count = p.name in _COUNT_NAMES
         if (seq is True or (seq == "sizes" and is_size) or (seq == "counts" and is_count)) \
@@ -1306,12 +1330,88 @@ class GuessedConfig:
                                      for k, v in self._fields.items()) + ")"
 
 
+_CONFIG_CLASS_NAME = re.compile(r"(Config|Cfg|Args|Params|Options|Settings|Hparams)$")
+# integer fields of a config class made small when a name tells what they are; the others
+# (token ids, channel counts of the input) keep their defaults
+_SHRINK_WORDS = _CHANNEL_TOKENS | {"size", "layers", "layer", "heads", "head", "depth",
+                                   "vocab", "embeddings", "positions", "intermediate", "blocks",
+                                   "embd", "ctx"}
+
+
+def _config_class(annotation, namespace: dict | None, nn):
+    """The config class a parameter is annotated with (``config: LlamaConfig``, ``args:
+    ModelArgs``, a string under ``from __future__ import annotations``), as the block's own
+    module binds that name: a dataclass or a class named ``...Config``/``...Args``, not a
+    module. None when there is none."""
+    if annotation is inspect.Parameter.empty:
+        return None
+    name = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", None)
+    cls = (namespace or {}).get(name) if isinstance(name, str) and name.isidentifier() else None
+    if cls is None and isinstance(annotation, type):
+        cls = annotation
+    if not isinstance(cls, type) or issubclass(cls, nn.Module) \
+            or cls.__module__ in ("builtins", "typing", "collections"):
+        return None
+    import dataclasses
+
+    if dataclasses.is_dataclass(cls) or _CONFIG_CLASS_NAME.search(cls.__name__):
+        return cls
+    return None
+
+
+def _module_config_class(namespace: dict | None, nn):
+    """The one config class the block's module binds, for an unannotated ``config``
+    parameter (transformers' ``GPT2Block(config, layer_idx=None)`` beside ``GPT2Config``):
+    the most derived of the classes named ``...Config`` (not their base
+    ``PreTrainedConfig``). None when there is not exactly one."""
+    found = list({id(v): v for k, v in (namespace or {}).items()  # aliases are one class
+                  if isinstance(v, type) and k.endswith("Config")
+                  and _config_class(v, None, nn)}.values())
+    leaves = [a for a in found if not any(b is not a and issubclass(b, a) for b in found)]
+    return leaves[0] if len(leaves) == 1 else None
+
+
+def _is_config_name(name: str) -> bool:
+    n = name.lower()
+    return n in _CONFIG_NAMES or bool({"cfg", "config"} & set(n.split("_")))
+
+
+def _config_instance(cls, c: int, nn):
+    """An instance of a config class with its own defaults, where each integer field a name
+    can tell is made small (transformers' ``LlamaConfig(hidden_size=64, num_hidden_layers=1,
+    num_attention_heads=4, ...)`` instead of a 4096-wide, 32-layer model) and each required
+    field guessed. Raises _NoGuess when a required field cannot be guessed."""
+    try:
+        params = list(inspect.signature(cls).parameters.values())
+    except (TypeError, ValueError):
+        params = []
+    kwargs: dict = {}
+    # a vocabulary keeps room for the token ids the config names (GPT-2's eos 50256)
+    ids = [p.default for p in params if p.name.endswith("token_id") and type(p.default) is int]
+    for p in params:
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD, p.POSITIONAL_ONLY):
+            continue
+        if p.default is inspect.Parameter.empty:
+            kwargs[p.name] = _guess(p.name, p.annotation, c, nn)[0]
+        elif type(p.default) is int and _SHRINK_WORDS & set(p.name.lower().split("_")):
+            try:
+                value = _guess_scalar(p.name, p.annotation, c, nn)[0]
+            except _NoGuess:
+                continue
+            if "vocab" in p.name.lower() and ids:
+                value = max(value, max(ids) + 1)
+            if type(value) is int and 0 < value < p.default:
+                kwargs[p.name] = value
+    text = f"{cls.__name__}(" + ", ".join(f"{k}={_short(repr(v), 40)}"
+                                          for k, v in kwargs.items()) + ")"
+    return cls(**kwargs), text
+
+
 def _guess(name: str, annotation, c: int, nn):
     """A value for a required constructor parameter, from its name and annotation (a
     sequence where the annotation asks for one); a config gets a GuessedConfig. Raises
     _NoGuess for parameters no name can tell (paths, modes)."""
-    n = name.lower()
-    if n in _CONFIG_NAMES or {"cfg", "config"} & set(n.split("_")):
+    if _is_config_name(name):
         return GuessedConfig(c), "config()"
     value, text = _guess_scalar(name, annotation, c, nn)
     ann = _annotation_text(annotation).replace("typing.", "")
@@ -1332,6 +1432,8 @@ def _guess_scalar(name: str, annotation, c: int, nn):
     last = n.rsplit("_", 1)[-1]
     if n.endswith("patch_size"):
         return 4, "4"
+    if last in ("idx", "index") and last != n:  # layer_idx: a position, not a layer
+        return 0, "0"
     if last != n and last in ("depth", "layers"):
         return 1, "1"
     if last != n and last == "heads":
@@ -1367,7 +1469,7 @@ def _guess_scalar(name: str, annotation, c: int, nn):
         return 100, "100"
     if n in ("eps", "epsilon", "norm_eps", "layer_norm_eps"):
         return 1e-5, "1e-05"
-    if tokens & {"drop", "dropout", "prob"} or n in ("p", "attn_drop", "proj_drop"):
+    if tokens & {"drop", "dropout", "prob", "pdrop"} or n in ("p", "attn_drop", "proj_drop"):
         return 0.0, "0.0"
     if n in ("normalized_shape", "num_features", "embedding_dim", "in_features",
              "out_features"):
@@ -1545,6 +1647,17 @@ def _forward_required(module) -> list[inspect.Parameter]:
     return required
 
 
+def _optional_input(module) -> list[inspect.Parameter]:
+    """The first positional parameter of a forward whose parameters are all optional
+    (transformers' ``forward(self, input_ids=None, attention_mask=None, ...)``), as the one
+    to feed when a call without arguments fails."""
+    try:
+        params = list(inspect.signature(getattr(module, "forward", module)).parameters.values())
+    except (TypeError, ValueError):
+        return []
+    return [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)][:1]
+
+
 def _stage_forward(job: dict, state: dict) -> dict:
     import torch
     from torch import nn
@@ -1564,6 +1677,9 @@ def _stage_forward(job: dict, state: dict) -> dict:
     t0 = time.perf_counter()
     if not required:
         probes = [("none", (), 0)]
+        required = _optional_input(module)
+        if required:  # no arguments first; then the probes, as the first parameter
+            probes += _probes(state, module, nn)[:_MAX_PROBES]
     else:
         probes = _probes(state, module, nn)[:_MAX_PROBES]
     first_exc = None
@@ -1595,7 +1711,7 @@ def _stage_forward(job: dict, state: dict) -> dict:
                 first_exc = first_exc or exc  # the most plausible input's error is reported
                 attempts.append({"input": list(shape), "error": f"{type(exc).__name__}: "
                                                                 f"{_safe_str(exc, 300)}"})
-                if _not_about_shapes(exc):
+                if _not_about_shapes(exc) and kind != "none":
                     raise _StageFailed(_describe(exc), {"attempts": attempts,
                                                         "probes": len(attempts)}) from None
                 continue
