@@ -1,6 +1,6 @@
 """Imports generated block files in fresh module namespaces: one interpreter imports torch once
 and forks a child per file (as a fresh ``python -I`` would see it, minus the 1.5 s torch import).
-timm and torchvision are blocked so a file cannot lean on an installed copy.
+timm and torchvision are hidden so a file cannot lean on an installed copy.
 
 Usage: python -I bench/import_check.py FILE... ; prints one JSON line per file."""
 
@@ -15,15 +15,28 @@ sys.path.append(str(Path(__file__).resolve().parent))  # -I leaves the script's 
 from forked import run_forked  # noqa: E402
 
 
-class _Block(importlib.abc.MetaPathFinder):
+BLOCKED = ("timm", "torchvision")
+
+
+class _Hide(importlib.abc.MetaPathFinder):
+    """Wraps one of the interpreter's finders so that the blocked packages are not there, as
+    on a machine without them: ``importlib.util.find_spec`` answers None (transformers asks it
+    whether torchvision is installed) and an import raises ModuleNotFoundError."""
+
+    def __init__(self, inner) -> None:
+        self.inner = inner
+
     def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] in ("timm", "torchvision"):
-            raise ImportError(f"{name} is blocked in the import check")
-        return None
+        if name.split(".")[0] in BLOCKED:
+            return None
+        return self.inner.find_spec(name, path, target)
+
+    def __getattr__(self, name):  # find_distributions (importlib.metadata), invalidate_caches
+        return getattr(self.inner, name)
 
 
 def main(paths):
-    sys.meta_path.insert(0, _Block())
+    sys.meta_path[:] = [_Hide(f) if hasattr(f, "find_spec") else f for f in sys.meta_path]
     import torch  # noqa: F401  (warm once, fork per file)
 
     for path in paths:
