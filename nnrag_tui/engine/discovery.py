@@ -2,8 +2,9 @@
 
 Bases are resolved through each module's imports (never by bare name), through any chain of
 corpus and torch classes, and through modules of the source's own tree that its ``paths`` leave
-out (read on demand, see ``unindexed``). A block is concrete (no unimplemented abstract method, a ``forward``
-that does more than raise NotImplementedError) and has a ``forward``, its own or inherited.
+out (read on demand, see ``unindexed``). A block is concrete (no unimplemented abstract method,
+a ``forward`` that does more than raise NotImplementedError) and has a ``forward``, its own or
+inherited.
 Each block gets one of the paper's eight categories and the rule that decided it.
 """
 
