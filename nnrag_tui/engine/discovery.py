@@ -12,11 +12,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from nnrag_tui.engine.bindings import ModuleEntry, ModuleIndex, Target
 from nnrag_tui.engine.config import SymbolPatterns
 from nnrag_tui.engine.facts import Block, Symbol
-from nnrag_tui.engine.unindexed import UnindexedModules
+
+if TYPE_CHECKING:  # the app loads discovery's categories at start, never the parser
+    from nnrag_tui.engine.unindexed import UnindexedModules
 
 CATEGORIES = (
     "attention",
