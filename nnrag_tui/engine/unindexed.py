@@ -27,11 +27,6 @@ class UnindexedModules:
         self.max_bytes = max_bytes
         self._entries: dict[tuple[str, str], ModuleEntry | None] = {}
 
-    @property
-    def read(self) -> list[str]:
-        """The modules read so far (for reports and tests)."""
-        return sorted(m for (_, m), e in self._entries.items() if e is not None)
-
     def class_symbol(self, source: str, dotted: str) -> tuple[ModuleEntry, Symbol] | None:
         """The class an external dotted name (``pkg.mod.Class``) names, when ``pkg.mod`` is a
         file of ``source``'s tree outside the index; re-exports are followed."""
