@@ -15,9 +15,12 @@ namespace; the first set the upstream class accepts is used.
 Packages the upstream sources import but this machine cannot (torchvision beside the CPU
 torch) can be replaced by permissive stand-ins (``--stub torchvision``): any attribute is a
 placeholder class, so module-level imports succeed; a block that really calls into the stub
-fails on both sides alike and is reported as not comparable.
+fails on both sides alike and is reported as not comparable. A module of an upstream package
+that only registers compiled kernels can be replaced by an empty one (``--blank
+torchvision._meta_registrations``: torchvision's sources then import beside the CPU torch; its
+compiled operators are absent, so a block that calls them is not comparable).
 
-Usage: python -I bench/differential.py --path SRC [--stub PKG] < jobs.jsonl
+Usage: python -I bench/differential.py --path SRC [--stub PKG] [--blank MODULE] < jobs.jsonl
 A job: {"key": "pkg.mod:Name", "file": "/x/Name.py", "call_sites": [...]}; prints one JSON line
 per job: {"key", "verdict", "detail"...}. Verdicts: same, differs, not_comparable, timeout.
 """
@@ -143,6 +146,11 @@ def _same(a, b, torch, path="output") -> None:
     if isinstance(a, torch.Tensor):
         if not isinstance(b, torch.Tensor):
             raise _Differs(f"{path}: a tensor upstream, a {type(b).__name__} here")
+        if type(a) is not type(b):  # upstream's tensor subclass and the file's own copy of it
+            if type(a).__qualname__ != type(b).__qualname__:
+                raise _Differs(f"{path}: a {type(a).__qualname__} upstream, a "
+                               f"{type(b).__qualname__} here")
+            a, b = a.as_subclass(torch.Tensor), b.as_subclass(torch.Tensor)
         if a.shape != b.shape or a.dtype != b.dtype:
             raise _Differs(f"{path}: {tuple(a.shape)} {a.dtype} upstream, {tuple(b.shape)} "
                            f"{b.dtype} here")
@@ -374,6 +382,8 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--path", action="append", default=[], help="a source root for sys.path")
     ap.add_argument("--stub", action="append", default=[], help="a package to stand in for")
+    ap.add_argument("--blank", action="append", default=[],
+                    help="a module to replace by an empty one")
     ap.add_argument("--timeout", type=float, default=60.0)
     args = ap.parse_args()
     # results go to the real stdout; whatever the corpus prints while it imports or runs
@@ -383,6 +393,8 @@ def main() -> None:
     sys.stdout = sys.stderr
     if args.stub:
         sys.meta_path.insert(0, _StubFinder(args.stub))
+    for name in args.blank:
+        sys.modules[name] = types.ModuleType(name)
     for p in reversed(args.path):
         sys.path.insert(0, p)
     sys.path.append(str(ROOT))

@@ -6,7 +6,14 @@ upstream class, imported from the same timm sources (torchvision, which cannot b
 the CPU torch here, is replaced by stand-ins): same signature, module tree, state_dict and initial
 weights under the same seed, and the same outputs in eval and train mode with the same weights.
 
-Usage: python bench/faithful_bench.py [--corpora DIR] [--all] [--out bench/results/faithful.json]
+With --torchvision, every torchvision block is compared the same way with the real upstream
+class from the torchvision sources. They import here once ``torchvision._meta_registrations``,
+which only registers shapes for the compiled operators of a torchvision wheel built against
+another torch, is an empty module; a block that calls those operators (``nms``, ``roi_align``)
+fails upstream and is not comparable.
+
+Usage: python bench/faithful_bench.py [--corpora DIR] [--all] [--torchvision]
+                                      [--out bench/results/faithful.json]
 """
 
 from __future__ import annotations
@@ -43,15 +50,18 @@ def jobs_for(ex: BlockExtractor, names: list[str], outdir: Path) -> tuple[list[d
 
 
 def differential(jobs: list[dict], source_root: Path | list[Path], timeout: float,
-                 stubs: tuple[str, ...] = ("torchvision",)) -> list[dict]:
+                 stubs: tuple[str, ...] = ("torchvision",),
+                 blank: tuple[str, ...] = ()) -> list[dict]:
     """bench/differential.py over ``jobs`` with the upstream sources at ``source_root`` (one
-    root or several) and stand-ins for ``stubs``."""
+    root or several), stand-ins for ``stubs`` and empty modules for ``blank``."""
     roots = source_root if isinstance(source_root, list) else [source_root]
     cmd = [sys.executable, "-I", str(HERE / "differential.py"), "--timeout", str(timeout)]
     for root in roots:
         cmd += ["--path", str(root)]
     for pkg in stubs:
         cmd += ["--stub", pkg]
+    for name in blank:
+        cmd += ["--blank", name]
     proc = subprocess.run(cmd, input="".join(json.dumps(j) + "\n" for j in jobs),
                           capture_output=True, text=True)
     if proc.returncode != 0:
@@ -80,6 +90,7 @@ def main() -> None:
     ap.add_argument("--corpora", default=str(HERE / ".corpora"))
     ap.add_argument("--blocks", default=str(ROOT.parent / "shared" / "bench" / "blocks_timm.txt"))
     ap.add_argument("--all", action="store_true", help="every timm block, not only the list")
+    ap.add_argument("--torchvision", action="store_true", help="and every torchvision block")
     ap.add_argument("--names", nargs="+", help="these blocks instead of the list")
     ap.add_argument("--timeout", type=float, default=60.0, help="seconds per block")
     ap.add_argument("--out", default=str(HERE / "results" / "faithful.json"))
@@ -94,10 +105,16 @@ def main() -> None:
                                         Path(args.blocks).read_text().splitlines() if n.strip()]}
         if args.all:
             parts["all_timm"] = [b.key for b in ex.blocks(repo="timm")]
+        if args.torchvision:
+            parts["all_torchvision"] = [b.key for b in ex.blocks(repo="torchvision")]
         for part, names in parts.items():
             jobs, failed = jobs_for(ex, names, Path(tmp) / part)
             t = time.perf_counter()
-            results = differential(jobs, corp / "timm", args.timeout)
+            if part == "all_torchvision":
+                results = differential(jobs, corp / "torchvision", args.timeout, stubs=(),
+                                       blank=("torchvision._meta_registrations",))
+            else:
+                results = differential(jobs, corp / "timm", args.timeout)
             report[part] = summary(results, failed)
             report[part]["wall_s"] = round(time.perf_counter() - t, 1)
             report[part]["results"] = results
