@@ -8,7 +8,7 @@ shapes and the initial values: the same code consumes the random generator the s
 with the upstream weights loaded into the generated block, the outputs of one input in eval
 mode and in train mode (dropout and drop-path draw from the same seed).
 
-Arguments are the validator's own guesses (``engine.sandbox_worker``), then the argument sets
+Arguments are the validator's own guesses (``engine.blockrun``), then the argument sets
 the corpus passes to the constructor (``engine.callsites``), evaluated in each module's own
 namespace; the first set the upstream class accepts is used.
 
@@ -111,16 +111,16 @@ def _load_file(path: str, name: str):
     return mod
 
 
-def _candidates(worker, params, required, call_sites, namespace):
+def _candidates(blockrun, params, required, call_sites, namespace):
     out = []
     seen = set()
-    for seq in worker.SEQ_LEVELS:  # the validator's own guesses, in its order
-        for c in worker.SIZES:
+    for seq in blockrun.arguments.SEQ_LEVELS:  # the validator's own guesses, in its order
+        for c in blockrun.arguments.SIZES:
             for real in (True, False):
                 try:
                     # each side's own config class (the name as its module binds it)
-                    args, kwargs, shown = worker._assign(required, c, seq, namespace, real)
-                except worker._NoGuess:
+                    args, kwargs, shown = blockrun.arguments.guess_arguments(required, c, seq, namespace, real)
+                except blockrun.arguments.NoGuess:
                     continue
                 except Exception:  # noqa: BLE001  (a config class refused its guesses)
                     continue
@@ -128,7 +128,7 @@ def _candidates(worker, params, required, call_sites, namespace):
                     seen.add(repr(shown))
                     out.append((args, kwargs, shown, {"C": c}))
     if call_sites:
-        out += worker._call_site_candidates(call_sites, params, required, namespace)
+        out += blockrun.arguments.call_site_candidates(call_sites, params, required, namespace)
     return out
 
 
@@ -215,7 +215,7 @@ def _evaluated(cls) -> str | None:
         return None
 
 
-def compare(job: dict, worker) -> dict:
+def compare(job: dict, blockrun) -> dict:
     import torch
     from torch import nn
 
@@ -248,9 +248,9 @@ def compare(job: dict, worker) -> dict:
     # a call site's arguments may build modules themselves (x-transformers' ``attn_layers=
     # Decoder(dim=512, ...)``): both sides evaluate them from the same seed
     _seed(0)
-    up_cands = _candidates(worker, params, required, job.get("call_sites"), vars(upstream_mod))
+    up_cands = _candidates(blockrun, params, required, job.get("call_sites"), vars(upstream_mod))
     _seed(0)
-    gen_cands = _candidates(worker, params, required, job.get("call_sites"),
+    gen_cands = _candidates(blockrun, params, required, job.get("call_sites"),
                             _config_names_of(vars(upstream_mod), vars(gen_mod)))
     if [c[2] for c in up_cands] != [c[2] for c in gen_cands]:
         raise _Differs("the corpus's argument sets evaluate differently in the two modules")
@@ -295,7 +295,7 @@ def compare(job: dict, worker) -> dict:
                    and (not up_sd[k].is_floating_point() or not up_sd[k].isnan().any())]
     gen.load_state_dict(up_sd, strict=True)
     checked = ["signature", "repr", "state_dict", "init"]
-    out = _compare_outputs(up, gen, hints, worker, torch, nn, result, checked)
+    out = _compare_outputs(up, gen, hints, blockrun, torch, nn, result, checked)
     if init_differ:
         # still a difference; the outputs say whether it is only the initialisation
         # (transformers initialises classes outside its own package as "custom code")
@@ -307,16 +307,16 @@ def compare(job: dict, worker) -> dict:
     return out
 
 
-def _compare_outputs(up, gen, hints, worker, torch, nn, result: dict, checked: list) -> dict:
+def _compare_outputs(up, gen, hints, blockrun, torch, nn, result: dict, checked: list) -> dict:
     """Eval and train outputs of the two blocks on the validator's probe inputs (the
     generated one holding upstream's weights)."""
-    freq = worker._forward_required(up)
-    probes = [("none", (), 0)] if not freq else worker._probes(
-        {"hints": hints}, up, nn)[:worker._MAX_PROBES]
+    freq = blockrun.inputs.forward_required(up)
+    probes = [("none", (), 0)] if not freq else blockrun.inputs.probe_inputs(
+        {"hints": hints}, up, nn)[:blockrun.inputs.MAX_PROBES]
     if not freq:  # all optional: as the validator, the probes go to the first parameter
-        freq = worker._optional_input(up)
+        freq = blockrun.inputs.optional_input(up)
         if freq:
-            probes += worker._probes({"hints": hints}, up, nn)[:worker._MAX_PROBES]
+            probes += blockrun.inputs.probe_inputs({"hints": hints}, up, nn)[:blockrun.inputs.MAX_PROBES]
     up.eval()
     gen.eval()
     for kind, shape, c in probes:
@@ -324,9 +324,9 @@ def _compare_outputs(up, gen, hints, worker, torch, nn, result: dict, checked: l
         if kind == "none":
             args = []
         elif kind == "index":
-            args = worker._forward_args(freq, torch.randint(0, max(1, c), shape), kind, torch)
+            args = blockrun.inputs.forward_args(freq, torch.randint(0, max(1, c), shape), kind, torch)
         else:
-            args = worker._forward_args(freq, torch.randn(*shape), kind, torch)
+            args = blockrun.inputs.forward_args(freq, torch.randn(*shape), kind, torch)
         try:
             _seed(3)  # a forward may draw even in eval mode (a VAE's sampling)
             with torch.no_grad():
@@ -356,13 +356,13 @@ def _compare_outputs(up, gen, hints, worker, torch, nn, result: dict, checked: l
 
 
 # -- driver ------------------------------------------------------------------------------------
-def _run_one(job: dict, worker, timeout: float) -> dict:
+def _run_one(job: dict, blockrun, timeout: float) -> dict:
     def child() -> dict:
         import torch
 
         torch.set_num_threads(1)
         try:
-            return {"verdict": "same"} | compare(job, worker)
+            return {"verdict": "same"} | compare(job, blockrun)
         except _Differs as exc:
             return {"verdict": "differs", "reason": str(exc)[:400]}
         except _NotComparable as exc:
@@ -400,7 +400,7 @@ def main() -> None:
     sys.path.append(str(ROOT))
     import torch  # noqa: F401  (once, before forking)
 
-    from nnrag_tui.engine import sandbox_worker as worker
+    from nnrag_tui.engine import blockrun
 
     for line in sys.stdin:
         if not line.strip():
@@ -411,7 +411,7 @@ def main() -> None:
             importlib.import_module(job["key"].partition(":")[0])
         except BaseException:  # noqa: BLE001  (the child reports it)
             pass
-        res = _run_one(job, worker, args.timeout)
+        res = _run_one(job, blockrun, args.timeout)
         res["key"] = job["key"]
         res["s"] = round(time.perf_counter() - t, 3)
         print(json.dumps(res), file=results, flush=True)

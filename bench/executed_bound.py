@@ -3,7 +3,7 @@
 A generated file keeps every definition the block can reach, whatever arguments a user passes
 (issue: dependency closure). This script measures the other extreme: for each extracted timm
 block it imports the file, builds the block with the validator's guessed arguments and runs one
-forward pass in eval mode (``engine.sandbox_worker``'s own stages), with a profiler recording
+forward pass in eval mode (the validator's own stages, ``engine.blockrun``), with a profiler recording
 which of the file's functions and methods ran. It then counts the lines of a file that kept only
 
 - the block's own class, every definition with code that ran, and every class of the built
@@ -40,6 +40,7 @@ from bench.extract_bench import corpora, timm_bench_args, timm_config  # noqa: E
 from bench.measure import cpu_speed  # noqa: E402
 from forked import run_forked  # noqa: E402
 from nnrag_tui.engine import sandbox_worker as worker  # noqa: E402
+from nnrag_tui.engine.blockrun import stages  # noqa: E402
 from nnrag_tui.engine.extractor import BlockExtractor, OutputNames  # noqa: E402
 
 TARGET = 120  # the issue's median lines per file
@@ -67,7 +68,6 @@ def measure(path: str, name: str) -> dict:
     sys.meta_path.insert(0, worker._Deny(["timm", "torchvision"]))
     code = Path(path).read_text(encoding="utf-8")
     imports, spans = top_level(code)
-    worker.BLOCK_FILE = path
     here = os.path.abspath(path)
     ran: set[int] = set()  # first lines of the file's function code objects that were called
 
@@ -78,13 +78,13 @@ def measure(path: str, name: str) -> dict:
             ran.add(co.co_firstlineno)
 
     job = {"name": name, "timeouts": {"instantiate": 10.0, "forward": 10.0}}
-    state: dict = {}
+    state: dict = {"file": here}
     reached = "nothing"
     sys.setprofile(profile)
     try:
-        for stage, fn in (("import", worker._stage_import),
-                          ("instantiate", worker._stage_instantiate),
-                          ("forward", worker._stage_forward)):
+        for stage, fn in (("import", stages.stage_import),
+                          ("instantiate", stages.stage_instantiate),
+                          ("forward", stages.stage_forward)):
             fn(job, state)
             reached = stage
     except BaseException:  # noqa: BLE001  (how far it got is the answer)
@@ -94,7 +94,7 @@ def measure(path: str, name: str) -> dict:
     used = {name}
     if isinstance(state.get("instance"), torch.nn.Module):
         for m in state["instance"].modules():
-            used.update(c.__name__ for c in type(m).__mro__ if c.__module__ == worker.MODULE_NAME)
+            used.update(c.__name__ for c in type(m).__mro__ if c.__module__ == stages.MODULE_NAME)
     kept, dropped = [], []
     for first, last, nm in spans:
         hit = nm in used or any(first <= ln <= last for ln in ran)

@@ -20,12 +20,10 @@ import faulthandler
 import gc
 import importlib.abc
 import importlib.util
-import inspect
 import io
 import json
 import math
 import os
-import re
 import resource
 import select
 import shutil
@@ -33,7 +31,6 @@ import signal
 import sys
 import tempfile
 import time
-import traceback
 
 # -- constants -------------------------------------------------------------------------------
 CLONE_NEWNS = 0x00020000
@@ -56,7 +53,6 @@ MS_RELATIME = 1 << 21
 PR_SET_PDEATHSIG = 1
 PR_SET_NO_NEW_PRIVS = 38
 
-MODULE_NAME = "nnrag_block"
 SOURCE_STAGES = ("parse", "compile", "static")
 BLOCK_FILE = "block.py"
 SANDBOX_TMP = "/tmp"
@@ -74,6 +70,25 @@ SYSTEM_DIRS = ("/", "/usr", "/lib", "/lib32", "/lib64", "/libx32", "/bin", "/sbi
 MAX_EVENT_BYTES = 1 << 20  # a child cannot make the worker hold more than this of results
 
 _libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+
+
+def _load_blockrun():
+    """The stages that run a block (``nnrag_tui/engine/blockrun``, beside this file), loaded
+    by path under a private name: run as ``python -I``, this file's folder is not on
+    sys.path, and the interpreter may have torch but not nnrag."""
+    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "blockrun")
+    spec = importlib.util.spec_from_file_location(
+        "_nnrag_blockrun", os.path.join(here, "__init__.py"), submodule_search_locations=[here])
+    package = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = package
+    spec.loader.exec_module(package)
+    return package
+
+
+_blockrun = _load_blockrun()
+STAGES = _blockrun.stages.STAGES
+StageFailed = _blockrun.errors.StageFailed
+describe = _blockrun.errors.describe
 
 
 def _check(ret: int, what: str) -> None:
@@ -229,7 +244,7 @@ class Worker:
         job["code_object"] = check.code_object
         if not job.get("name"):
             job["name"] = check.target
-        return events, check.proceed and any(s in _STAGES for s in stages)
+        return events, check.proceed and any(s in STAGES for s in stages)
 
     def _run_job(self, job: dict, t0: float, fallback: str) -> dict:
         pre, go_on = self._source_stages(job, fallback)
@@ -651,7 +666,7 @@ def _child(job: dict, res_w: int, out_w: int, worker: Worker, in_pidns: bool,
     try:
         protections = _contain(job, worker, in_pidns, fallback)
     except BaseException as exc:  # noqa: BLE001
-        emit({"ev": "setup_failed", "error": _describe(exc)})
+        emit({"ev": "setup_failed", "error": describe(exc)})
         os._exit(71)
     emit({"ev": "setup", "protections": protections})
     _run_stages(job, emit)
@@ -936,821 +951,30 @@ def _run_stages(job: dict, emit) -> None:
         sys.meta_path.insert(0, _Deny(job["deny_imports"]))
     signal.signal(signal.SIGINT, signal.default_int_handler)
     tempfile.tempdir = os.getcwd()
-    stages = [s for s in job.get("stages", ["import"]) if s in _STAGES]
+    stages = [s for s in job.get("stages", ["import"]) if s in STAGES]
     code = job.get("code_object")
-    state: dict = {}
+    state: dict = {"file": os.path.abspath(BLOCK_FILE)}
     first = code[0][0] if isinstance(code, list) and code else code
-    if first is not None and first.co_filename == os.path.abspath(BLOCK_FILE):
+    if first is not None and first.co_filename == state["file"]:
         state["code_object"] = code  # compiled by the worker's compile stage, this file
     perf = time.perf_counter
     for stage in stages:
-        fn = _STAGES[stage]
+        fn = STAGES[stage]
         emit({"ev": "start", "stage": stage})
         t = perf()
         try:
             detail = fn(job, state)
             emit({"ev": "end", "stage": stage, "ok": True, "seconds": perf() - t,
                   "detail": detail})
-        except _StageFailed as exc:
+        except StageFailed as exc:
             emit({"ev": "end", "stage": stage, "ok": False, "seconds": perf() - t,
                   "error": exc.error, "detail": exc.detail})
             break
         except BaseException as exc:  # noqa: BLE001  (SystemExit, KeyboardInterrupt too)
             emit({"ev": "end", "stage": stage, "ok": False, "seconds": perf() - t,
-                  "error": _describe(exc), "detail": {}})
+                  "error": describe(exc), "detail": {}})
             break
     emit({"ev": "done"})
-
-
-class _StageFailed(Exception):
-    def __init__(self, error: dict, detail: dict) -> None:
-        super().__init__(error.get("message", ""))
-        self.error = error
-        self.detail = detail
-
-
-def _safe_str(obj, limit: int = 2000) -> str:
-    try:
-        s = str(obj)
-    except BaseException:  # noqa: BLE001
-        s = f"<unprintable {type(obj).__name__}>"
-    return s if len(s) <= limit else s[:limit] + "..."
-
-
-def _describe(exc: BaseException) -> dict:
-    t = type(exc)
-    d: dict = {"type": t.__name__ if t.__module__ == "builtins" else
-               f"{t.__module__}.{t.__qualname__}",
-               "message": _safe_str(exc)}
-    mro = [c.__name__ for c in t.__mro__]
-    d["bases"] = mro[:6]
-    if isinstance(exc, ImportError):
-        d["module"] = exc.name
-    if isinstance(exc, NameError):
-        d["name"] = getattr(exc, "name", None)
-    if isinstance(exc, SystemExit):
-        d["code"] = _safe_str(exc.code, 200)
-    if isinstance(exc, KeyError) and exc.args:
-        d["key"] = _safe_str(exc.args[0], 200)
-    if isinstance(exc, SyntaxError):
-        d["line"] = exc.lineno
-        d["text"] = _safe_str(exc.text, 300)
-    try:
-        frames = traceback.extract_tb(exc.__traceback__)
-        d["frames"] = [{"file": f.filename, "line": f.lineno, "func": f.name,
-                        "code": (f.line or "")[:200]} for f in frames[-12:]]
-        tb = "".join(traceback.format_exception(t, exc, exc.__traceback__))
-        d["traceback"] = tb[-6000:]
-    except BaseException:  # noqa: BLE001
-        d["frames"] = []
-        d["traceback"] = ""
-    return d
-
-
-# -- stage: import ---------------------------------------------------------------------------
-def _stage_import(job: dict, state: dict) -> dict:
-    path = os.path.abspath(BLOCK_FILE)
-    spec = importlib.util.spec_from_file_location(MODULE_NAME, path)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[MODULE_NAME] = mod  # dataclasses and pickling look modules up here
-    code = state.get("code_object")
-    if isinstance(code, list):  # the file's chunks, compiled by the compile stage, in order
-        namespace = mod.__dict__
-        for part, restore_doc in code:
-            doc = namespace.get("__doc__")
-            exec(part, namespace)  # noqa: S102
-            if restore_doc:  # a string opening a later chunk is no module docstring
-                namespace["__doc__"] = doc
-    elif code is not None:  # compiled by the compile stage from this very file
-        exec(code, mod.__dict__)  # noqa: S102
-    else:
-        spec.loader.exec_module(mod)
-    state["module"] = mod
-    return {}
-
-
-# -- stage: instantiate ----------------------------------------------------------------------
-def _target(job: dict, state: dict):
-    mod = state["module"]
-    name = job.get("name")
-    if name and hasattr(mod, name):
-        return getattr(mod, name)
-    exported = getattr(mod, "__all__", None)
-    if name:
-        raise _StageFailed({"type": "NameError", "name": name,
-                            "message": f"the file defines no {name!r} at module level",
-                            "frames": []}, {})
-    if exported:
-        return getattr(mod, exported[0])
-    raise _StageFailed({"type": "LookupError", "message": "no class to instantiate "
-                        "(no name given and no __all__)", "frames": []}, {})
-
-
-SIZES = (64, 96, 32)
-
-
-def _stage_instantiate(job: dict, state: dict) -> dict:
-    from torch import nn
-
-    cls = _target(job, state)
-    if not isinstance(cls, type):
-        raise _StageFailed({"type": "TypeError", "message": f"{job.get('name')} is not a "
-                            f"class", "frames": []}, {})
-    try:
-        sig = inspect.signature(cls)
-        params = [p for p in sig.parameters.values()]
-    except (TypeError, ValueError):
-        params = []
-    required = [p for p in params if p.default is inspect.Parameter.empty
-                and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
-    attempts: list[dict] = []
-    budget = float(job.get("timeouts", {}).get("instantiate", 10.0)) * 0.6
-    t0 = time.perf_counter()
-    candidates: list[tuple[tuple, dict, dict, dict]] = []
-    if job.get("call_sites"):
-        # the caller's guesses failed: the arguments the corpus itself passes, evaluated in
-        # the block's module (see engine.callsites)
-        candidates = _call_site_candidates(job["call_sites"], params, required,
-                                           vars(state["module"]))
-        if not candidates:
-            raise _StageFailed({"type": "NeedsArguments", "message": "none of the "
-                                f"{len(job['call_sites'])} argument sets seen in the corpus "
-                                "could be evaluated in the file", "frames": []},
-                               {"required": [p.name for p in required]})
-    elif not required:
-        candidates.append(((), {}, {}, {"C": None}))
-    else:
-        seen = set()
-        # scalars first; then sequences where a scalar was refused ("'int' object is not
-        # subscriptable", "depth needs to be tuple"): sizes alone (input_resolution=(16, 16)
-        # beside dim=64), then the per-stage counts alone (depth=(1, 1, 1, 1)), then every
-        # integer
-        # a parameter annotated with a config class: an instance of it first, then the
-        # guessed stand-in
-        namespace = vars(state["module"])
-        unguessed: str | None = None
-        for seq in SEQ_LEVELS:
-            for c in SIZES:
-                for real in (True, False):
-                    try:
-                        args, kwargs, shown = _assign(required, c, seq, namespace, real)
-                    except _NoGuess as exc:
-                        unguessed = unguessed or exc.args[0]
-                        continue
-                    except (MemoryError, KeyboardInterrupt, SystemExit):
-                        raise
-                    except Exception:  # noqa: BLE001  (the config class refused its guesses)
-                        continue
-                    key = repr(shown)
-                    if key not in seen:
-                        seen.add(key)
-                        candidates.append((args, kwargs, shown, {"C": c, "seq": seq}))
-        if not candidates:
-            raise _StageFailed({"type": "NeedsArguments",
-                                "message": f"cannot infer a value for parameter {unguessed!r}"
-                                if unguessed else "no guess of the arguments could be made",
-                                "param": unguessed, "frames": []},
-                               {"required": [p.name for p in required]})
-    last_exc: BaseException | None = None
-    wants_seq = False
-    for args, kwargs, shown, hints in candidates:
-        if attempts and time.perf_counter() - t0 > budget:
-            break
-        if hints.get("seq") and not wants_seq:
-            continue
-        try:
-            obj = cls(*args, **kwargs)
-        except (MemoryError, KeyboardInterrupt, SystemExit):
-            raise
-        except BaseException as exc:  # noqa: BLE001
-            last_exc = exc
-            attempts.append({"args": shown, "error": f"{type(exc).__name__}: "
-                                                      f"{_safe_str(exc, 300)}"})
-            wants_seq = wants_seq or _wants_sequence(exc)
-            continue
-        for k, v in kwargs.items():
-            if isinstance(v, GuessedConfig):
-                shown[k] = repr(v)  # the fields the block read, with their guesses
-        state["instance"] = obj
-        state["hints"] = hints
-        state["ctor"] = shown
-        detail = {"args": shown, "attempts": len(attempts) + 1,
-                  "required": [p.name for p in required]}
-        if hints.get("call_site"):
-            detail["call_site"] = hints["call_site"]
-        if isinstance(obj, nn.Module):
-            try:
-                detail["parameters"] = sum(p.numel() for p in obj.parameters())
-            except Exception:  # noqa: BLE001
-                pass
-        else:
-            detail["not_a_module"] = type(obj).__name__
-        return detail
-    assert last_exc is not None
-    err = _describe(last_exc)
-    err["required"] = [p.name for p in required]
-    raise _StageFailed(err, {"attempts": attempts, "required": [p.name for p in required]})
-
-
-class _NoGuess(Exception):
-    pass
-
-
-def _call_site_candidates(sets: list[dict], params, required, namespace: dict):
-    """(args, kwargs, shown, hints) for each argument set whose expressions evaluate in the
-    block's module; an argument that does not is left out (a positional one ends the
-    positional run), and required parameters still missing get the usual guesses."""
-    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    out = []
-    for cs in sets[:16]:
-        args: list = []
-        shown: dict = {}
-        for p, text in zip(positional, cs.get("args") or []):
-            try:
-                args.append(eval(text, dict(namespace)))  # noqa: S307  (sandboxed corpus code)
-            except Exception:  # noqa: BLE001
-                break
-            shown[p.name] = _short(text)
-        kwargs: dict = {}
-        for k, text in (cs.get("kwargs") or {}).items():
-            if k in shown:
-                continue
-            try:
-                kwargs[k] = eval(text, dict(namespace))  # noqa: S307
-            except Exception:  # noqa: BLE001
-                continue
-            shown[k] = _short(text)
-        if not shown:
-            continue
-        missing = [p for p in required if p.name not in shown]
-        try:
-            more_args, more_kwargs, more_shown = _assign(missing, SIZES[0])
-        except _NoGuess:
-            continue
-        if more_args:  # a positional-only parameter the call site did not fill
-            continue
-        kwargs.update(more_kwargs)
-        shown.update(more_shown)
-        out.append((tuple(args), kwargs, shown, {"C": None, "call_site": cs.get("where")}))
-    return out
-
-
-def _short(text: str, limit: int = 120) -> str:
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-_CHANNEL_TOKENS = frozenset({
-    "channels", "channel", "chans", "chan", "chs", "ch", "dim", "dims", "features", "feature",
-    "feat", "feats", "planes", "plane", "width", "hidden", "embed", "emb", "inp", "oup",
-    "units", "filters", "model", "c", "d", "nc", "inplanes", "outplanes", "ni", "nf", "nin",
-    "nout", "channels1", "channels2", "c1", "c2", "hid", "latent"})
-_TOKEN_COUNTS = frozenset({"seq_len", "max_len", "num_tokens", "num_patches", "max_seq_len",
-                           "n_tokens", "length", "seq_length", "num_positions",
-                           "max_position_embeddings", "n_ctx", "context_length", "n"})
-_SUBMODULE_NAMES = frozenset({
-    "block", "module", "fn", "layer", "net", "model", "m", "submodule", "body", "sublayer",
-    "func", "function", "backbone", "encoder", "decoder", "inner", "wrapped", "base",
-    "residual", "branch", "op", "operation", "transform", "main"})
-_UNGUESSABLE = frozenset({"params", "name", "mode", "type", "kind", "block_args", "arch",
-                          "path", "file", "filename", "url"})
-
-
-_SEQ_WANTED = re.compile(r"not subscriptable|not iterable|has no len|cannot unpack|"
-                         r"must be a tuple|must be a list")
-_SEQ_ASKED = re.compile(r"\b(tuple|list|sequence)\b", re.IGNORECASE)
-_SCALAR_NAMES = frozenset({"kernel_size", "stride", "padding", "dilation", "groups",
-                           "num_classes", "eps", "p", "drop", "dropout"})
-
-
-def _wants_sequence(exc: BaseException) -> bool:
-    """Whether a refused guess asked for a sequence: "'int' object is not iterable", or a
-    check of the block's own ("depth needs to be tuple if integers ...", MaxViT)."""
-    text = _safe_str(exc, 300)
-    if isinstance(exc, TypeError):
-        return _SEQ_WANTED.search(text) is not None
-    return isinstance(exc, (AssertionError, ValueError)) and _SEQ_ASKED.search(text) is not None
-
-
-# which of the guessed integers become sequences: none; sizes alone, as pairs; the per-stage
-# counts alone (depth=(1, 1, 1, 1) beside dim=64); every integer
-SEQ_LEVELS = (False, "sizes", "counts", True)
-_SIZE_WORDS = ("size", "shape", "resolution")
-_COUNT_NAMES = frozenset({"depth", "depths", "layers", "num_layers", "n_layers", "num_blocks",
-                          "n_blocks", "blocks", "repeats", "num_repeats", "layer_nums",
-                          "stage_blocks", "block_nums"})
-
-
-def _assign(required, c: int, seq: bool | str = False, namespace: dict | None = None,
-            real_config: bool = False):
-    """Guessed values for the required parameters, with channel count ``c``; ``seq`` is one of
-    SEQ_LEVELS: which integers are passed as sequences (a size as a pair, a count as four).
-    ``real_config``: a parameter annotated with a config class that ``namespace`` (the
-    block's module) binds gets an instance of it (see _config_instance); otherwise config
-    parameters get a GuessedConfig."""
-    from torch import nn
-
-    args: list = []
-    kwargs: dict = {}
-    shown: dict = {}
-    for p in required:
-        cls = None
-        if real_config:
-            cls = _config_class(p.annotation, namespace, nn)
-            if cls is None and p.annotation is inspect.Parameter.empty and _is_config_name(p.name):
-                cls = _module_config_class(namespace, nn)
-        if cls is not None:
-            value, text = _config_instance(cls, c, nn)
-        else:
-            value, text = _guess(p.name, p.annotation, c, nn)
-        is_size = any(w in p.name for w in _SIZE_WORDS)
-        is_count = p.name in _COUNT_NAMES
-        if (seq is True or (seq == "sizes" and is_size) or (seq == "counts" and is_count)) \
-                and type(value) is int \
-                and p.name not in _SCALAR_NAMES:
-            n = 2 if is_size else 4
-            value, text = (value,) * n, repr((value,) * n)
-        shown[p.name] = text
-        if p.kind == p.POSITIONAL_ONLY:
-            args.append(value)
-        else:
-            kwargs[p.name] = value
-    return tuple(args), kwargs, shown
-
-
-def _annotation_text(annotation) -> str:
-    if annotation is inspect.Parameter.empty:
-        return ""
-    if isinstance(annotation, str):
-        return annotation
-    return getattr(annotation, "__name__", None) or str(annotation)
-
-
-# a config object: these names, and any name with a word cfg or config (model_cfg, ...)
-_CONFIG_NAMES = frozenset({"cfg", "config", "conf", "hparams", "hp", "opt", "opts", "args",
-                           "settings"})
-
-
-class GuessedConfig:
-    """A stand-in for a config object (nanoGPT's ``Block(config)``, ``cfg["dim"]``): every
-    field read gets the guess its name would get as a parameter (``config.n_embd`` 64,
-    ``config.n_head`` 4, ``config.dropout`` 0.0), and a field no name can tell is missing
-    (``getattr(config, "mode", default)`` gives the default). Its repr lists what was read."""
-
-    def __init__(self, c: int) -> None:
-        object.__setattr__(self, "_c", c)
-        object.__setattr__(self, "_fields", {})
-
-    def __getattr__(self, name: str):
-        if name.startswith("__") or name in ("_c", "_fields"):
-            raise AttributeError(name)
-        fields = self._fields
-        if name not in fields:
-            from torch import nn
-
-            try:
-                fields[name] = _guess(name, inspect.Parameter.empty, self._c, nn)[0]
-            except _NoGuess:
-                raise AttributeError(f"the guessed config has no field {name!r}") from None
-        return fields[name]
-
-    def __setattr__(self, name: str, value) -> None:
-        self._fields[name] = value
-
-    def __getitem__(self, name):
-        try:
-            return self.__getattr__(name)
-        except AttributeError:
-            raise KeyError(name) from None
-
-    def get(self, name, default=None):
-        return self._fields[name] if name in self._fields else getattr(self, name, default)
-
-    def __repr__(self) -> str:
-        return "config(" + ", ".join(f"{k}={_short(repr(v), 40)}"
-                                     for k, v in self._fields.items()) + ")"
-
-
-_CONFIG_CLASS_NAME = re.compile(r"(Config|Cfg|Args|Params|Options|Settings|Hparams)$")
-# integer fields of a config class made small when a name tells what they are; the others
-# (token ids, channel counts of the input) keep their defaults
-_SHRINK_WORDS = _CHANNEL_TOKENS | {"size", "layers", "layer", "heads", "head", "depth",
-                                   "vocab", "embeddings", "positions", "intermediate", "blocks",
-                                   "embd", "ctx"}
-
-
-def _config_class(annotation, namespace: dict | None, nn):
-    """The config class a parameter is annotated with (``config: LlamaConfig``, ``args:
-    ModelArgs``, a string under ``from __future__ import annotations``), as the block's own
-    module binds that name: a dataclass or a class named ``...Config``/``...Args``, not a
-    module. None when there is none."""
-    if annotation is inspect.Parameter.empty:
-        return None
-    name = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", None)
-    cls = (namespace or {}).get(name) if isinstance(name, str) and name.isidentifier() else None
-    if cls is None and isinstance(annotation, type):
-        cls = annotation
-    if not isinstance(cls, type) or issubclass(cls, nn.Module) \
-            or cls.__module__ in ("builtins", "typing", "collections"):
-        return None
-    import dataclasses
-
-    if dataclasses.is_dataclass(cls) or _CONFIG_CLASS_NAME.search(cls.__name__):
-        return cls
-    return None
-
-
-def _module_config_class(namespace: dict | None, nn):
-    """The one config class the block's module binds, for an unannotated ``config``
-    parameter (transformers' ``GPT2Block(config, layer_idx=None)`` beside ``GPT2Config``):
-    the most derived of the classes named ``...Config`` (not their base
-    ``PreTrainedConfig``). None when there is not exactly one."""
-    found = list({id(v): v for k, v in (namespace or {}).items()  # aliases are one class
-                  if isinstance(v, type) and k.endswith("Config")
-                  and _config_class(v, None, nn)}.values())
-    leaves = [a for a in found if not any(b is not a and issubclass(b, a) for b in found)]
-    return leaves[0] if len(leaves) == 1 else None
-
-
-def _is_config_name(name: str) -> bool:
-    n = name.lower()
-    return n in _CONFIG_NAMES or bool({"cfg", "config"} & set(n.split("_")))
-
-
-def _config_instance(cls, c: int, nn):
-    """An instance of a config class with its own defaults, where each integer field a name
-    can tell is made small (transformers' ``LlamaConfig(hidden_size=64, num_hidden_layers=1,
-    num_attention_heads=4, ...)`` instead of a 4096-wide, 32-layer model) and each required
-    field guessed. Raises _NoGuess when a required field cannot be guessed."""
-    try:
-        params = list(inspect.signature(cls).parameters.values())
-    except (TypeError, ValueError):
-        params = []
-    kwargs: dict = {}
-    # a vocabulary keeps room for the token ids the config names (GPT-2's eos 50256)
-    ids = [p.default for p in params if p.name.endswith("token_id") and type(p.default) is int]
-    for p in params:
-        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD, p.POSITIONAL_ONLY):
-            continue
-        if p.default is inspect.Parameter.empty:
-            kwargs[p.name] = _guess(p.name, p.annotation, c, nn)[0]
-        elif type(p.default) is int and _SHRINK_WORDS & set(p.name.lower().split("_")):
-            try:
-                value = _guess_scalar(p.name, p.annotation, c, nn)[0]
-            except _NoGuess:
-                continue
-            if "vocab" in p.name.lower() and ids:
-                value = max(value, max(ids) + 1)
-            if type(value) is int and 0 < value < p.default:
-                kwargs[p.name] = value
-    text = f"{cls.__name__}(" + ", ".join(f"{k}={_short(repr(v), 40)}"
-                                          for k, v in kwargs.items()) + ")"
-    return cls(**kwargs), text
-
-
-def _guess(name: str, annotation, c: int, nn):
-    """A value for a required constructor parameter, from its name and annotation (a
-    sequence where the annotation asks for one); a config gets a GuessedConfig. Raises
-    _NoGuess for parameters no name can tell (paths, modes)."""
-    if _is_config_name(name):
-        return GuessedConfig(c), "config()"
-    value, text = _guess_scalar(name, annotation, c, nn)
-    ann = _annotation_text(annotation).replace("typing.", "")
-    if type(value) is int and re.match(r"(Tuple|List|Sequence|tuple|list)\b", ann):
-        n = 2 if "size" in name or re.match(r"(Tuple|tuple)\[int, ?int\]$", ann) else 4
-        return (value,) * n, repr((value,) * n)
-    return value, text
-
-
-def _guess_scalar(name: str, annotation, c: int, nn):
-    n = name.lower()
-    tokens = set(n.split("_"))
-    ann = _annotation_text(annotation).replace("typing.", "")
-    if n in _UNGUESSABLE:
-        raise _NoGuess(name)
-    # a compound name is what its last word says: cls_depth and cross_attn_depth are counts,
-    # cross_attn_heads a head count, image_patch_size a patch size
-    last = n.rsplit("_", 1)[-1]
-    if n.endswith("patch_size"):
-        return 4, "4"
-    if last in ("idx", "index") and last != n:  # layer_idx: a position, not a layer
-        return 0, "0"
-    if last != n and last in ("depth", "layers"):
-        return 1, "1"
-    if last != n and last == "heads":
-        return 4, "4"
-    if n in ("num_heads", "heads", "n_heads", "nhead", "n_head", "num_attention_heads",
-             "attn_heads", "num_head", "nheads"):
-        return 4, "4"
-    if n in ("head_dim", "dim_head", "head_size", "d_head", "d_k", "d_v", "head_channels"):
-        return c // 4, str(c // 4)
-    if n in ("num_classes", "n_classes", "classes", "num_class", "n_class", "nclass",
-             "num_labels", "out_classes"):
-        return 10, "10"
-    if n in ("kernel_size", "kernel", "k", "ksize", "kernel_sizes", "filter_size"):
-        return 3, "3"
-    if n in ("stride", "s", "dilation", "groups", "g", "num_layers", "depth", "n_layers",
-             "layers", "num_blocks", "n_blocks", "upscale_factor", "factor", "repeats",
-             "num_repeats", "n_layer"):
-        return 1, "1"
-    if n in ("padding", "pad"):
-        return 1, "1"
-    if n in ("num_groups", "n_groups", "reduction", "reduction_ratio", "rd_ratio", "r",
-             "ratio", "expansion", "expand_ratio", "mlp_ratio", "window_size", "patch_size",
-             "pool_size", "scale_factor", "downsample_factor", "scale", "rd_divisor"):
-        if "ratio" in tokens and "float" in ann:
-            return 4.0, "4.0"
-        return (2.0, "2.0") if n == "scale_factor" else (4, "4")
-    if n in ("img_size", "image_size", "input_size", "resolution", "input_resolution",
-             "size", "feat_size", "grid_size", "output_size", "img_shape"):
-        return 16, "16"
-    if n in _TOKEN_COUNTS:
-        return 16, "16"
-    if n in ("num_embeddings", "vocab_size", "n_vocab", "vocab"):
-        return 100, "100"
-    if n in ("eps", "epsilon", "norm_eps", "layer_norm_eps"):
-        return 1e-5, "1e-05"
-    if tokens & {"drop", "dropout", "prob", "pdrop"} or n in ("p", "attn_drop", "proj_drop"):
-        return 0.0, "0.0"
-    if n in ("normalized_shape", "num_features", "embedding_dim", "in_features",
-             "out_features"):
-        return c, str(c)
-    if tokens & {"layer", "cls", "class"} or n in ("act", "activation", "norm", "act_fn",
-                                                    "norm_fn", "act_type", "norm_type"):
-        return nn.Identity, "nn.Identity"  # accepts and ignores any arguments
-    if n in _SUBMODULE_NAMES or "Module" in ann:
-        return nn.Identity(), "nn.Identity()"
-    if n in ("bias", "affine", "elementwise_affine", "batch_first"):
-        return True, "True"
-    if ann == "bool" or n.startswith(("use_", "is_", "has_", "with_", "enable", "return_")):
-        return False, "False"
-    if ann == "float":
-        return 1.0, "1.0"
-    if tokens & _CHANNEL_TOKENS or n.startswith(("in_", "out_", "num_", "n_")):
-        return c, str(c)
-    if ann == "str" or "Callable" in ann:
-        raise _NoGuess(name)
-    return c, str(c)
-
-
-# -- stage: forward --------------------------------------------------------------------------
-def _first_layer(module, nn):
-    """(kind, channels) of the first parameterised layer, the usual entry point."""
-    from torch.nn.modules.batchnorm import _BatchNorm
-    from torch.nn.modules.conv import _ConvNd
-
-    for m in module.modules():
-        if isinstance(m, _ConvNd):
-            nd = len(m.kernel_size)
-            if m.in_channels:
-                return ({1: "ncl", 2: "nchw", 3: "ncdhw"}.get(nd, "nchw"), m.in_channels)
-        elif isinstance(m, nn.Linear) and m.in_features:
-            return ("tokens", m.in_features)
-        elif isinstance(m, nn.LayerNorm) and m.normalized_shape:
-            return ("tokens", int(m.normalized_shape[-1]))
-        elif isinstance(m, nn.Embedding):
-            return ("index", m.num_embeddings)
-        elif isinstance(m, (nn.BatchNorm2d, nn.InstanceNorm2d)) and m.num_features:
-            return ("nchw", m.num_features)
-        elif isinstance(m, nn.BatchNorm1d) and m.num_features:
-            return ("nc", m.num_features)
-        elif isinstance(m, (nn.BatchNorm3d, nn.InstanceNorm3d)) and m.num_features:
-            return ("ncdhw", m.num_features)
-        elif isinstance(m, _BatchNorm) and m.num_features:
-            return ("nchw", m.num_features)
-        elif isinstance(m, nn.GroupNorm):
-            return ("nchw", m.num_channels)
-    return None
-
-
-def _shapes(kind: str, c: int, h: int) -> list[tuple]:
-    n = 16
-    return {
-        "nchw": [(2, c, h, h)],
-        "tokens": [(2, n, c)],
-        "nc": [(2, c), (2, c, n)],
-        "ncl": [(2, c, n)],
-        "ncdhw": [(2, c, 4, h, h)],
-        "nhwc": [(2, h, h, c)],
-        "index": [(2, n)],
-    }[kind]
-
-
-_MAX_PROBES = 12
-_FIRST_PROBE_MAX_PIXELS = 384 * 384
-_IMAGE_SIZE_ATTRS = ("img_size", "image_size", "input_size", "pretrain_img_size")
-
-
-def _declared_image_size(module) -> tuple[int, int] | None:
-    """(H, W) a network declares it was built for (timm's ``img_size``, a patch embedding's
-    ``img_size``), looked up on the module itself, then on its direct children in definition
-    order (deeper layers' sizes are feature sizes); None when nothing declares one."""
-    for m in (module, *module.children()):
-        for attr in _IMAGE_SIZE_ATTRS:
-            value = m.__dict__.get(attr)
-            if isinstance(value, int) and not isinstance(value, bool):
-                value = (value, value)
-            if isinstance(value, (tuple, list)) and len(value) == 3:
-                value = tuple(value)[1:]  # (C, H, W)
-            if (isinstance(value, (tuple, list)) and len(value) == 2
-                    and all(type(v) is int and 8 <= v <= 1024 for v in value)):
-                return int(value[0]), int(value[1])
-    return None
-
-
-def _probes(state: dict, module, nn) -> list[tuple[str, tuple, int]]:
-    """Plausible inputs (kind, shape, channels), most likely first, no duplicates: one image of
-    the size the network declares (a ViT built for 224 px asserts it; a large one is tried
-    late), then the first
-    parameterised layer's expectation at several sizes (odd ones for Inception-style blocks,
-    224 px last for whole networks), then the sizes used at construction in other layouts,
-    then the usual 3-channel image and 64-channel feature shapes."""
-    out: list[tuple[str, tuple, int]] = []
-
-    def add(kind, c, h=32):
-        if not c or c <= 0:
-            return
-        for s in _shapes(kind, int(c), h):
-            if all(sh != s or (k == "index") != (kind == "index") for k, sh, _ in out):
-                out.append((kind, s, int(c)))
-
-    first = _first_layer(module, nn) if isinstance(module, nn.Module) else None
-    c_used = state.get("hints", {}).get("C")
-    declared = _declared_image_size(module) if first and first[0] == "nchw" else None
-    if declared and declared[0] * declared[1] <= _FIRST_PROBE_MAX_PIXELS:
-        out.append(("nchw", (1, first[1], *declared), first[1]))
-    if first:
-        kind, c = first
-        if kind == "nchw":
-            for h in (32, 16, 35, 17, 8):
-                add("nchw", c, h)
-        elif kind == "tokens":
-            add("tokens", c)
-            add("nc", c)
-            add("nhwc", c, 8)
-            add("nchw", c, 8)
-        else:
-            add(kind, c, 32)
-    for c in [x for x in (c_used, first[1] if first and first[0] != "index" else None, 3, 64)
-              if x]:
-        for kind in ("nchw", "tokens", "nc", "ncl", "nhwc"):
-            add(kind, c, 32)
-    if first and first[0] == "nchw":
-        add("nchw", first[1], 224)
-    elif not first:
-        add("nchw", 3, 224)
-    if declared and declared[0] * declared[1] > _FIRST_PROBE_MAX_PIXELS:
-        # a large input (SAM's 1024 px) can take longer than the forward timeout: the small
-        # sizes first, then this one while it is still among the inputs tried
-        out.insert(min(len(out), _MAX_PROBES - 1), ("nchw", (1, first[1], *declared), first[1]))
-    return out
-
-
-_SPATIAL_INT = {"h", "w", "height", "width", "H", "W"}
-_SPATIAL_TUPLE = {"hw_shape", "feat_size", "size", "shape", "input_size", "hw", "x_size",
-                  "spatial_shape", "resolution", "hw_size", "feat_shape", "image_size"}
-_TARGET_NAMES = {"target", "targets", "label", "labels", "y", "gt", "y_true"}
-
-
-def _forward_args(sig_params, x, kind, torch):
-    """Arguments for forward given the probe tensor; None when a parameter has no guess."""
-    args = []
-    for p in sig_params:
-        n = p.name
-        if n in _SPATIAL_INT or n.lower() in _SPATIAL_INT:
-            args.append(x.shape[2] if kind == "nchw" else math.isqrt(x.shape[1]))
-        elif n in _SPATIAL_TUPLE:
-            if kind == "nchw":
-                args.append((x.shape[2], x.shape[3]))
-            else:
-                s = math.isqrt(x.shape[1])
-                args.append((s, s))
-        elif n.lower() in ("mask", "attn_mask", "attention_mask", "key_padding_mask"):
-            args.append(None)
-        elif n.lower() in _TARGET_NAMES:
-            args.append(torch.rand_like(x) if x.is_floating_point() else x)
-        else:
-            args.append(x)
-    return args
-
-
-def _forward_required(module) -> list[inspect.Parameter]:
-    """The positional parameters ``module``'s forward needs (``*args`` alone counts as one)."""
-    fwd = getattr(module, "forward", module)
-    try:
-        params = list(inspect.signature(fwd).parameters.values())
-    except (TypeError, ValueError):
-        params = []
-    required = [p for p in params if p.default is inspect.Parameter.empty
-                and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    if not required and any(p.kind == p.VAR_POSITIONAL for p in params):
-        required = [inspect.Parameter("x", inspect.Parameter.POSITIONAL_ONLY)]
-    return required
-
-
-def _optional_input(module) -> list[inspect.Parameter]:
-    """The first positional parameter of a forward whose parameters are all optional
-    (transformers' ``forward(self, input_ids=None, attention_mask=None, ...)``), as the one
-    to feed when a call without arguments fails."""
-    try:
-        params = list(inspect.signature(getattr(module, "forward", module)).parameters.values())
-    except (TypeError, ValueError):
-        return []
-    return [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)][:1]
-
-
-def _stage_forward(job: dict, state: dict) -> dict:
-    import torch
-    from torch import nn
-
-    module = state["instance"]
-    if not callable(module):
-        raise _StageFailed({"type": "NotCallable", "message": f"a {type(module).__name__} "
-                            "instance is not callable: not a module", "frames": []}, {})
-    required = _forward_required(module)
-    if isinstance(module, nn.Module):
-        try:
-            module.eval()
-        except Exception:  # noqa: BLE001
-            pass
-    attempts: list[dict] = []
-    budget = float(job.get("timeouts", {}).get("forward", 10.0)) * 0.6
-    t0 = time.perf_counter()
-    if not required:
-        probes = [("none", (), 0)]
-        required = _optional_input(module)
-        if required:  # no arguments first; then the probes, as the first parameter
-            probes += _probes(state, module, nn)[:_MAX_PROBES]
-    else:
-        probes = _probes(state, module, nn)[:_MAX_PROBES]
-    first_exc = None
-    for kind, shape, c in probes:
-        if attempts and time.perf_counter() - t0 > budget:
-            break
-        if kind == "none":
-            x, args = None, []
-        elif kind == "index":
-            x = torch.randint(0, max(1, c), shape)
-            args = _forward_args(required, x, kind, torch)
-        else:
-            x = torch.randn(*shape)
-            args = _forward_args(required, x, kind, torch)
-        variants = [args]
-        targets = [i for i, p in enumerate(required) if p.name.lower() in _TARGET_NAMES]
-        if targets and x is not None and x.dim() == 2:
-            alt = list(args)
-            for i in targets:
-                alt[i] = torch.randint(0, x.shape[1], (x.shape[0],))
-            variants.append(alt)
-        for a in variants:
-            try:
-                with torch.no_grad():
-                    out = module(*a)
-            except (MemoryError, KeyboardInterrupt, SystemExit):
-                raise
-            except BaseException as exc:  # noqa: BLE001
-                first_exc = first_exc or exc  # the most plausible input's error is reported
-                attempts.append({"input": list(shape), "error": f"{type(exc).__name__}: "
-                                                                f"{_safe_str(exc, 300)}"})
-                if _not_about_shapes(exc) and kind != "none":
-                    raise _StageFailed(_describe(exc), {"attempts": attempts,
-                                                        "probes": len(attempts)}) from None
-                continue
-            return {"input": [list(shape)] if shape else [], "input_kind": kind,
-                    "args": len(a), "output": _out_shapes(out, torch),
-                    "attempts": len(attempts) + 1}
-    if first_exc is None:
-        raise _StageFailed({"type": "ProbeShape", "message": "no probe input to try",
-                            "frames": []}, {"attempts": attempts})
-    err = _describe(first_exc)
-    raise _StageFailed(err, {"attempts": attempts, "probes": len(attempts)})
-
-
-def _not_about_shapes(exc: BaseException) -> bool:
-    """Errors that another input shape cannot fix: stop probing."""
-    if isinstance(exc, (NameError, ImportError, NotImplementedError, SyntaxError,
-                        RecursionError, UnboundLocalError)):
-        return True
-    msg = _safe_str(exc, 500)
-    return any(w in msg for w in ("CUDA", "cuda", "NVIDIA", "torch.ops", "No such operator",
-                                  "can't allocate memory"))
-
-
-def _out_shapes(out, torch, depth: int = 0) -> list:
-    if isinstance(out, torch.Tensor):
-        return [list(out.shape)]
-    if depth > 3:
-        return []
-    res: list = []
-    if isinstance(out, dict):
-        out = list(out.values())
-    if isinstance(out, (list, tuple)):
-        for o in out[:8]:
-            res.extend(_out_shapes(o, torch, depth + 1))
-    return res[:8]
-
-
-_STAGES = {"import": _stage_import, "instantiate": _stage_instantiate,
-           "forward": _stage_forward}
 
 
 def main() -> None:

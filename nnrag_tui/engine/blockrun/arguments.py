@@ -1,0 +1,350 @@
+"""Constructor arguments for a block nobody told us how to build: guessed from each required
+parameter's name and annotation (``in_chs`` a channel count, ``num_heads`` 4, ``norm_layer``
+``nn.Identity``, ``config`` a config object), or taken from the argument sets the corpus itself
+passes (``engine.callsites``), evaluated in the block's module. Runs in the sandbox: the
+standard library and torch only."""
+
+from __future__ import annotations
+
+import inspect
+import re
+
+from .errors import safe_str, short
+
+SIZES = (64, 96, 32)  # the channel counts tried, in order
+
+
+class NoGuess(Exception):
+    pass
+
+
+def call_site_candidates(sets: list[dict], params, required, namespace: dict):
+    """(args, kwargs, shown, hints) for each argument set whose expressions evaluate in the
+    block's module; an argument that does not is left out (a positional one ends the
+    positional run), and required parameters still missing get the usual guesses."""
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    out = []
+    for cs in sets[:16]:
+        args: list = []
+        shown: dict = {}
+        for p, text in zip(positional, cs.get("args") or []):
+            try:
+                args.append(eval(text, dict(namespace)))  # noqa: S307  (sandboxed corpus code)
+            except Exception:  # noqa: BLE001
+                break
+            shown[p.name] = short(text)
+        kwargs: dict = {}
+        for k, text in (cs.get("kwargs") or {}).items():
+            if k in shown:
+                continue
+            try:
+                kwargs[k] = eval(text, dict(namespace))  # noqa: S307
+            except Exception:  # noqa: BLE001
+                continue
+            shown[k] = short(text)
+        if not shown:
+            continue
+        missing = [p for p in required if p.name not in shown]
+        try:
+            more_args, more_kwargs, more_shown = guess_arguments(missing, SIZES[0])
+        except NoGuess:
+            continue
+        if more_args:  # a positional-only parameter the call site did not fill
+            continue
+        kwargs.update(more_kwargs)
+        shown.update(more_shown)
+        out.append((tuple(args), kwargs, shown, {"C": None, "call_site": cs.get("where")}))
+    return out
+
+
+_CHANNEL_TOKENS = frozenset({
+    "channels", "channel", "chans", "chan", "chs", "ch", "dim", "dims", "features", "feature",
+    "feat", "feats", "planes", "plane", "width", "hidden", "embed", "emb", "inp", "oup",
+    "units", "filters", "model", "c", "d", "nc", "inplanes", "outplanes", "ni", "nf", "nin",
+    "nout", "channels1", "channels2", "c1", "c2", "hid", "latent"})
+_TOKEN_COUNTS = frozenset({"seq_len", "max_len", "num_tokens", "num_patches", "max_seq_len",
+                           "n_tokens", "length", "seq_length", "num_positions",
+                           "max_position_embeddings", "n_ctx", "context_length", "n"})
+_SUBMODULE_NAMES = frozenset({
+    "block", "module", "fn", "layer", "net", "model", "m", "submodule", "body", "sublayer",
+    "func", "function", "backbone", "encoder", "decoder", "inner", "wrapped", "base",
+    "residual", "branch", "op", "operation", "transform", "main"})
+_UNGUESSABLE = frozenset({"params", "name", "mode", "type", "kind", "block_args", "arch",
+                          "path", "file", "filename", "url"})
+
+
+_SEQ_WANTED = re.compile(r"not subscriptable|not iterable|has no len|cannot unpack|"
+                         r"must be a tuple|must be a list")
+_SEQ_ASKED = re.compile(r"\b(tuple|list|sequence)\b", re.IGNORECASE)
+_SCALAR_NAMES = frozenset({"kernel_size", "stride", "padding", "dilation", "groups",
+                           "num_classes", "eps", "p", "drop", "dropout"})
+
+
+def wants_sequence(exc: BaseException) -> bool:
+    """Whether a refused guess asked for a sequence: "'int' object is not iterable", or a
+    check of the block's own ("depth needs to be tuple if integers ...", MaxViT)."""
+    text = safe_str(exc, 300)
+    if isinstance(exc, TypeError):
+        return _SEQ_WANTED.search(text) is not None
+    return isinstance(exc, (AssertionError, ValueError)) and _SEQ_ASKED.search(text) is not None
+
+
+# which of the guessed integers become sequences: none; sizes alone, as pairs; the per-stage
+# counts alone (depth=(1, 1, 1, 1) beside dim=64); every integer
+SEQ_LEVELS = (False, "sizes", "counts", True)
+_SIZE_WORDS = ("size", "shape", "resolution")
+_COUNT_NAMES = frozenset({"depth", "depths", "layers", "num_layers", "n_layers", "num_blocks",
+                          "n_blocks", "blocks", "repeats", "num_repeats", "layer_nums",
+                          "stage_blocks", "block_nums"})
+
+
+def guess_arguments(required, c: int, seq: bool | str = False, namespace: dict | None = None,
+                    real_config: bool = False):
+    """Guessed values for the required parameters, with channel count ``c``; ``seq`` is one of
+    SEQ_LEVELS: which integers are passed as sequences (a size as a pair, a count as four).
+    ``real_config``: a parameter annotated with a config class that ``namespace`` (the
+    block's module) binds gets an instance of it (see _config_instance); otherwise config
+    parameters get a GuessedConfig."""
+    from torch import nn
+
+    args: list = []
+    kwargs: dict = {}
+    shown: dict = {}
+    for p in required:
+        cls = None
+        if real_config:
+            cls = _config_class(p.annotation, namespace, nn)
+            if cls is None and p.annotation is inspect.Parameter.empty and _is_config_name(p.name):
+                cls = _module_config_class(namespace, nn)
+        if cls is not None:
+            value, text = _config_instance(cls, c, nn)
+        else:
+            value, text = _guess(p.name, p.annotation, c, nn)
+        is_size = any(w in p.name for w in _SIZE_WORDS)
+        is_count = p.name in _COUNT_NAMES
+        if (seq is True or (seq == "sizes" and is_size) or (seq == "counts" and is_count)) \
+                and type(value) is int \
+                and p.name not in _SCALAR_NAMES:
+            n = 2 if is_size else 4
+            value, text = (value,) * n, repr((value,) * n)
+        shown[p.name] = text
+        if p.kind == p.POSITIONAL_ONLY:
+            args.append(value)
+        else:
+            kwargs[p.name] = value
+    return tuple(args), kwargs, shown
+
+
+def _annotation_text(annotation) -> str:
+    if annotation is inspect.Parameter.empty:
+        return ""
+    if isinstance(annotation, str):
+        return annotation
+    return getattr(annotation, "__name__", None) or str(annotation)
+
+
+# a config object: these names, and any name with a word cfg or config (model_cfg, ...)
+_CONFIG_NAMES = frozenset({"cfg", "config", "conf", "hparams", "hp", "opt", "opts", "args",
+                           "settings"})
+
+
+class GuessedConfig:
+    """A stand-in for a config object (nanoGPT's ``Block(config)``, ``cfg["dim"]``): every
+    field read gets the guess its name would get as a parameter (``config.n_embd`` 64,
+    ``config.n_head`` 4, ``config.dropout`` 0.0), and a field no name can tell is missing
+    (``getattr(config, "mode", default)`` gives the default). Its repr lists what was read."""
+
+    def __init__(self, c: int) -> None:
+        object.__setattr__(self, "_c", c)
+        object.__setattr__(self, "_fields", {})
+
+    def __getattr__(self, name: str):
+        if name.startswith("__") or name in ("_c", "_fields"):
+            raise AttributeError(name)
+        fields = self._fields
+        if name not in fields:
+            from torch import nn
+
+            try:
+                fields[name] = _guess(name, inspect.Parameter.empty, self._c, nn)[0]
+            except NoGuess:
+                raise AttributeError(f"the guessed config has no field {name!r}") from None
+        return fields[name]
+
+    def __setattr__(self, name: str, value) -> None:
+        self._fields[name] = value
+
+    def __getitem__(self, name):
+        try:
+            return self.__getattr__(name)
+        except AttributeError:
+            raise KeyError(name) from None
+
+    def get(self, name, default=None):
+        return self._fields[name] if name in self._fields else getattr(self, name, default)
+
+    def __repr__(self) -> str:
+        return "config(" + ", ".join(f"{k}={short(repr(v), 40)}"
+                                     for k, v in self._fields.items()) + ")"
+
+
+_CONFIG_CLASS_NAME = re.compile(r"(Config|Cfg|Args|Params|Options|Settings|Hparams)$")
+# integer fields of a config class made small when a name tells what they are; the others
+# (token ids, channel counts of the input) keep their defaults
+_SHRINK_WORDS = _CHANNEL_TOKENS | {"size", "layers", "layer", "heads", "head", "depth",
+                                   "vocab", "embeddings", "positions", "intermediate", "blocks",
+                                   "embd", "ctx"}
+
+
+def _config_class(annotation, namespace: dict | None, nn):
+    """The config class a parameter is annotated with (``config: LlamaConfig``, ``args:
+    ModelArgs``, a string under ``from __future__ import annotations``), as the block's own
+    module binds that name: a dataclass or a class named ``...Config``/``...Args``, not a
+    module. None when there is none."""
+    if annotation is inspect.Parameter.empty:
+        return None
+    name = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", None)
+    cls = (namespace or {}).get(name) if isinstance(name, str) and name.isidentifier() else None
+    if cls is None and isinstance(annotation, type):
+        cls = annotation
+    if not isinstance(cls, type) or issubclass(cls, nn.Module) \
+            or cls.__module__ in ("builtins", "typing", "collections"):
+        return None
+    import dataclasses
+
+    if dataclasses.is_dataclass(cls) or _CONFIG_CLASS_NAME.search(cls.__name__):
+        return cls
+    return None
+
+
+def _module_config_class(namespace: dict | None, nn):
+    """The one config class the block's module binds, for an unannotated ``config``
+    parameter (transformers' ``GPT2Block(config, layer_idx=None)`` beside ``GPT2Config``):
+    the most derived of the classes named ``...Config`` (not their base
+    ``PreTrainedConfig``). None when there is not exactly one."""
+    found = list({id(v): v for k, v in (namespace or {}).items()  # aliases are one class
+                  if isinstance(v, type) and k.endswith("Config")
+                  and _config_class(v, None, nn)}.values())
+    leaves = [a for a in found if not any(b is not a and issubclass(b, a) for b in found)]
+    return leaves[0] if len(leaves) == 1 else None
+
+
+def _is_config_name(name: str) -> bool:
+    n = name.lower()
+    return n in _CONFIG_NAMES or bool({"cfg", "config"} & set(n.split("_")))
+
+
+def _config_instance(cls, c: int, nn):
+    """An instance of a config class with its own defaults, where each integer field a name
+    can tell is made small (transformers' ``LlamaConfig(hidden_size=64, num_hidden_layers=1,
+    num_attention_heads=4, ...)`` instead of a 4096-wide, 32-layer model) and each required
+    field guessed. Raises NoGuess when a required field cannot be guessed."""
+    try:
+        params = list(inspect.signature(cls).parameters.values())
+    except (TypeError, ValueError):
+        params = []
+    kwargs: dict = {}
+    # a vocabulary keeps room for the token ids the config names (GPT-2's eos 50256)
+    ids = [p.default for p in params if p.name.endswith("token_id") and type(p.default) is int]
+    for p in params:
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD, p.POSITIONAL_ONLY):
+            continue
+        if p.default is inspect.Parameter.empty:
+            kwargs[p.name] = _guess(p.name, p.annotation, c, nn)[0]
+        elif type(p.default) is int and _SHRINK_WORDS & set(p.name.lower().split("_")):
+            try:
+                value = _guess_scalar(p.name, p.annotation, c, nn)[0]
+            except NoGuess:
+                continue
+            if "vocab" in p.name.lower() and ids:
+                value = max(value, max(ids) + 1)
+            if type(value) is int and 0 < value < p.default:
+                kwargs[p.name] = value
+    text = f"{cls.__name__}(" + ", ".join(f"{k}={short(repr(v), 40)}"
+                                          for k, v in kwargs.items()) + ")"
+    return cls(**kwargs), text
+
+
+def _guess(name: str, annotation, c: int, nn):
+    """A value for a required constructor parameter, from its name and annotation (a
+    sequence where the annotation asks for one); a config gets a GuessedConfig. Raises
+    NoGuess for parameters no name can tell (paths, modes)."""
+    if _is_config_name(name):
+        return GuessedConfig(c), "config()"
+    value, text = _guess_scalar(name, annotation, c, nn)
+    ann = _annotation_text(annotation).replace("typing.", "")
+    if type(value) is int and re.match(r"(Tuple|List|Sequence|tuple|list)\b", ann):
+        n = 2 if "size" in name or re.match(r"(Tuple|tuple)\[int, ?int\]$", ann) else 4
+        return (value,) * n, repr((value,) * n)
+    return value, text
+
+
+def _guess_scalar(name: str, annotation, c: int, nn):
+    n = name.lower()
+    tokens = set(n.split("_"))
+    ann = _annotation_text(annotation).replace("typing.", "")
+    if n in _UNGUESSABLE:
+        raise NoGuess(name)
+    # a compound name is what its last word says: cls_depth and cross_attn_depth are counts,
+    # cross_attn_heads a head count, image_patch_size a patch size
+    last = n.rsplit("_", 1)[-1]
+    if n.endswith("patch_size"):
+        return 4, "4"
+    if last in ("idx", "index") and last != n:  # layer_idx: a position, not a layer
+        return 0, "0"
+    if last != n and last in ("depth", "layers"):
+        return 1, "1"
+    if last != n and last == "heads":
+        return 4, "4"
+    if n in ("num_heads", "heads", "n_heads", "nhead", "n_head", "num_attention_heads",
+             "attn_heads", "num_head", "nheads"):
+        return 4, "4"
+    if n in ("head_dim", "dim_head", "head_size", "d_head", "d_k", "d_v", "head_channels"):
+        return c // 4, str(c // 4)
+    if n in ("num_classes", "n_classes", "classes", "num_class", "n_class", "nclass",
+             "num_labels", "out_classes"):
+        return 10, "10"
+    if n in ("kernel_size", "kernel", "k", "ksize", "kernel_sizes", "filter_size"):
+        return 3, "3"
+    if n in ("stride", "s", "dilation", "groups", "g", "num_layers", "depth", "n_layers",
+             "layers", "num_blocks", "n_blocks", "upscale_factor", "factor", "repeats",
+             "num_repeats", "n_layer"):
+        return 1, "1"
+    if n in ("padding", "pad"):
+        return 1, "1"
+    if n in ("num_groups", "n_groups", "reduction", "reduction_ratio", "rd_ratio", "r",
+             "ratio", "expansion", "expand_ratio", "mlp_ratio", "window_size", "patch_size",
+             "pool_size", "scale_factor", "downsample_factor", "scale", "rd_divisor"):
+        if "ratio" in tokens and "float" in ann:
+            return 4.0, "4.0"
+        return (2.0, "2.0") if n == "scale_factor" else (4, "4")
+    if n in ("img_size", "image_size", "input_size", "resolution", "input_resolution",
+             "size", "feat_size", "grid_size", "output_size", "img_shape"):
+        return 16, "16"
+    if n in _TOKEN_COUNTS:
+        return 16, "16"
+    if n in ("num_embeddings", "vocab_size", "n_vocab", "vocab"):
+        return 100, "100"
+    if n in ("eps", "epsilon", "norm_eps", "layer_norm_eps"):
+        return 1e-5, "1e-05"
+    if tokens & {"drop", "dropout", "prob", "pdrop"} or n in ("p", "attn_drop", "proj_drop"):
+        return 0.0, "0.0"
+    if n in ("normalized_shape", "num_features", "embedding_dim", "in_features",
+             "out_features"):
+        return c, str(c)
+    if tokens & {"layer", "cls", "class"} or n in ("act", "activation", "norm", "act_fn",
+                                                    "norm_fn", "act_type", "norm_type"):
+        return nn.Identity, "nn.Identity"  # accepts and ignores any arguments
+    if n in _SUBMODULE_NAMES or "Module" in ann:
+        return nn.Identity(), "nn.Identity()"
+    if n in ("bias", "affine", "elementwise_affine", "batch_first"):
+        return True, "True"
+    if ann == "bool" or n.startswith(("use_", "is_", "has_", "with_", "enable", "return_")):
+        return False, "False"
+    if ann == "float":
+        return 1.0, "1.0"
+    if tokens & _CHANNEL_TOKENS or n.startswith(("in_", "out_", "num_", "n_")):
+        return c, str(c)
+    if ann == "str" or "Callable" in ann:
+        raise NoGuess(name)
+    return c, str(c)

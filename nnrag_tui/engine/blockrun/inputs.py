@@ -1,0 +1,184 @@
+"""Inputs for a block's forward: the layout and channel count its first parameterised layer
+expects (an image, tokens, indices), at a few sizes, and the values of its other parameters
+(``H``/``W``, a mask, a target). Runs in the sandbox: the standard library and torch only."""
+
+from __future__ import annotations
+
+import inspect
+import math
+
+from .errors import safe_str
+
+
+def _first_layer(module, nn):
+    """(kind, channels) of the first parameterised layer, the usual entry point."""
+    from torch.nn.modules.batchnorm import _BatchNorm
+    from torch.nn.modules.conv import _ConvNd
+
+    for m in module.modules():
+        if isinstance(m, _ConvNd):
+            nd = len(m.kernel_size)
+            if m.in_channels:
+                return ({1: "ncl", 2: "nchw", 3: "ncdhw"}.get(nd, "nchw"), m.in_channels)
+        elif isinstance(m, nn.Linear) and m.in_features:
+            return ("tokens", m.in_features)
+        elif isinstance(m, nn.LayerNorm) and m.normalized_shape:
+            return ("tokens", int(m.normalized_shape[-1]))
+        elif isinstance(m, nn.Embedding):
+            return ("index", m.num_embeddings)
+        elif isinstance(m, (nn.BatchNorm2d, nn.InstanceNorm2d)) and m.num_features:
+            return ("nchw", m.num_features)
+        elif isinstance(m, nn.BatchNorm1d) and m.num_features:
+            return ("nc", m.num_features)
+        elif isinstance(m, (nn.BatchNorm3d, nn.InstanceNorm3d)) and m.num_features:
+            return ("ncdhw", m.num_features)
+        elif isinstance(m, _BatchNorm) and m.num_features:
+            return ("nchw", m.num_features)
+        elif isinstance(m, nn.GroupNorm):
+            return ("nchw", m.num_channels)
+    return None
+
+
+def _shapes(kind: str, c: int, h: int) -> list[tuple]:
+    n = 16
+    return {
+        "nchw": [(2, c, h, h)],
+        "tokens": [(2, n, c)],
+        "nc": [(2, c), (2, c, n)],
+        "ncl": [(2, c, n)],
+        "ncdhw": [(2, c, 4, h, h)],
+        "nhwc": [(2, h, h, c)],
+        "index": [(2, n)],
+    }[kind]
+
+
+MAX_PROBES = 12
+_FIRST_PROBE_MAX_PIXELS = 384 * 384
+_IMAGE_SIZE_ATTRS = ("img_size", "image_size", "input_size", "pretrain_img_size")
+
+
+def _declared_image_size(module) -> tuple[int, int] | None:
+    """(H, W) a network declares it was built for (timm's ``img_size``, a patch embedding's
+    ``img_size``), looked up on the module itself, then on its direct children in definition
+    order (deeper layers' sizes are feature sizes); None when nothing declares one."""
+    for m in (module, *module.children()):
+        for attr in _IMAGE_SIZE_ATTRS:
+            value = m.__dict__.get(attr)
+            if isinstance(value, int) and not isinstance(value, bool):
+                value = (value, value)
+            if isinstance(value, (tuple, list)) and len(value) == 3:
+                value = tuple(value)[1:]  # (C, H, W)
+            if (isinstance(value, (tuple, list)) and len(value) == 2
+                    and all(type(v) is int and 8 <= v <= 1024 for v in value)):
+                return int(value[0]), int(value[1])
+    return None
+
+
+def probe_inputs(state: dict, module, nn) -> list[tuple[str, tuple, int]]:
+    """Plausible inputs (kind, shape, channels), most likely first, no duplicates: one image of
+    the size the network declares (a ViT built for 224 px asserts it; a large one is tried
+    late), then the first
+    parameterised layer's expectation at several sizes (odd ones for Inception-style blocks,
+    224 px last for whole networks), then the sizes used at construction in other layouts,
+    then the usual 3-channel image and 64-channel feature shapes."""
+    out: list[tuple[str, tuple, int]] = []
+
+    def add(kind, c, h=32):
+        if not c or c <= 0:
+            return
+        for s in _shapes(kind, int(c), h):
+            if all(sh != s or (k == "index") != (kind == "index") for k, sh, _ in out):
+                out.append((kind, s, int(c)))
+
+    first = _first_layer(module, nn) if isinstance(module, nn.Module) else None
+    c_used = state.get("hints", {}).get("C")
+    declared = _declared_image_size(module) if first and first[0] == "nchw" else None
+    if declared and declared[0] * declared[1] <= _FIRST_PROBE_MAX_PIXELS:
+        out.append(("nchw", (1, first[1], *declared), first[1]))
+    if first:
+        kind, c = first
+        if kind == "nchw":
+            for h in (32, 16, 35, 17, 8):
+                add("nchw", c, h)
+        elif kind == "tokens":
+            add("tokens", c)
+            add("nc", c)
+            add("nhwc", c, 8)
+            add("nchw", c, 8)
+        else:
+            add(kind, c, 32)
+    for c in [x for x in (c_used, first[1] if first and first[0] != "index" else None, 3, 64)
+              if x]:
+        for kind in ("nchw", "tokens", "nc", "ncl", "nhwc"):
+            add(kind, c, 32)
+    if first and first[0] == "nchw":
+        add("nchw", first[1], 224)
+    elif not first:
+        add("nchw", 3, 224)
+    if declared and declared[0] * declared[1] > _FIRST_PROBE_MAX_PIXELS:
+        # a large input (SAM's 1024 px) can take longer than the forward timeout: the small
+        # sizes first, then this one while it is still among the inputs tried
+        out.insert(min(len(out), MAX_PROBES - 1), ("nchw", (1, first[1], *declared), first[1]))
+    return out
+
+
+_SPATIAL_INT = {"h", "w", "height", "width", "H", "W"}
+_SPATIAL_TUPLE = {"hw_shape", "feat_size", "size", "shape", "input_size", "hw", "x_size",
+                  "spatial_shape", "resolution", "hw_size", "feat_shape", "image_size"}
+TARGET_NAMES = {"target", "targets", "label", "labels", "y", "gt", "y_true"}
+
+
+def forward_args(sig_params, x, kind, torch):
+    """Arguments for forward given the probe tensor; None when a parameter has no guess."""
+    args = []
+    for p in sig_params:
+        n = p.name
+        if n in _SPATIAL_INT or n.lower() in _SPATIAL_INT:
+            args.append(x.shape[2] if kind == "nchw" else math.isqrt(x.shape[1]))
+        elif n in _SPATIAL_TUPLE:
+            if kind == "nchw":
+                args.append((x.shape[2], x.shape[3]))
+            else:
+                s = math.isqrt(x.shape[1])
+                args.append((s, s))
+        elif n.lower() in ("mask", "attn_mask", "attention_mask", "key_padding_mask"):
+            args.append(None)
+        elif n.lower() in TARGET_NAMES:
+            args.append(torch.rand_like(x) if x.is_floating_point() else x)
+        else:
+            args.append(x)
+    return args
+
+
+def forward_required(module) -> list[inspect.Parameter]:
+    """The positional parameters ``module``'s forward needs (``*args`` alone counts as one)."""
+    fwd = getattr(module, "forward", module)
+    try:
+        params = list(inspect.signature(fwd).parameters.values())
+    except (TypeError, ValueError):
+        params = []
+    required = [p for p in params if p.default is inspect.Parameter.empty
+                and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if not required and any(p.kind == p.VAR_POSITIONAL for p in params):
+        required = [inspect.Parameter("x", inspect.Parameter.POSITIONAL_ONLY)]
+    return required
+
+
+def optional_input(module) -> list[inspect.Parameter]:
+    """The first positional parameter of a forward whose parameters are all optional
+    (transformers' ``forward(self, input_ids=None, attention_mask=None, ...)``), as the one
+    to feed when a call without arguments fails."""
+    try:
+        params = list(inspect.signature(getattr(module, "forward", module)).parameters.values())
+    except (TypeError, ValueError):
+        return []
+    return [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)][:1]
+
+def not_about_shapes(exc: BaseException) -> bool:
+    """Errors that another input shape cannot fix: stop probing."""
+    if isinstance(exc, (NameError, ImportError, NotImplementedError, SyntaxError,
+                        RecursionError, UnboundLocalError)):
+        return True
+    msg = safe_str(exc, 500)
+    return any(w in msg for w in ("CUDA", "cuda", "NVIDIA", "torch.ops", "No such operator",
+                                  "can't allocate memory"))
