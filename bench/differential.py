@@ -112,15 +112,17 @@ def _load_file(path: str, name: str):
 
 
 def _candidates(blockrun, params, required, call_sites, namespace):
+    arguments = blockrun.arguments
     out = []
     seen = set()
-    for seq in blockrun.arguments.SEQ_LEVELS:  # the validator's own guesses, in its order
-        for c in blockrun.arguments.SIZES:
+    for seq in arguments.SEQ_LEVELS:  # the validator's own guesses, in its order
+        for c in arguments.SIZES:
             for real in (True, False):
                 try:
                     # each side's own config class (the name as its module binds it)
-                    args, kwargs, shown = blockrun.arguments.guess_arguments(required, c, seq, namespace, real)
-                except blockrun.arguments.NoGuess:
+                    args, kwargs, shown = arguments.guess_arguments(required, c, seq,
+                                                                    namespace, real)
+                except arguments.NoGuess:
                     continue
                 except Exception:  # noqa: BLE001  (a config class refused its guesses)
                     continue
@@ -128,7 +130,7 @@ def _candidates(blockrun, params, required, call_sites, namespace):
                     seen.add(repr(shown))
                     out.append((args, kwargs, shown, {"C": c}))
     if call_sites:
-        out += blockrun.arguments.call_site_candidates(call_sites, params, required, namespace)
+        out += arguments.call_site_candidates(call_sites, params, required, namespace)
     return out
 
 
@@ -255,11 +257,21 @@ def compare(job: dict, blockrun) -> dict:
     if [c[2] for c in up_cands] != [c[2] for c in gen_cands]:
         raise _Differs("the corpus's argument sets evaluate differently in the two modules")
     up = None
-    for (ua, uk, shown, hints), (ga, gk, _, _) in zip(up_cands, gen_cands):
+    i = 0
+    while i < len(up_cands):
+        (ua, uk, shown, hints), (ga, gk, _, _) = up_cands[i], gen_cands[i]
+        i += 1
         _seed(0)
         try:
             up = up_cls(*ua, **uk)
-        except Exception:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001
+            # as the validator: keywords passed on that miss some get them guessed, next
+            c = hints.get("C") or blockrun.arguments.SIZES[0]
+            more = blockrun.arguments.complete_missing(exc, params, uk, shown, c)
+            if more is not None:
+                up_cands.insert(i, (ua, *more, hints))
+                gen_cands.insert(i, (ga, *blockrun.arguments.complete_missing(
+                    exc, params, gk, shown, c), hints))
             continue
         _seed(0)
         try:
@@ -310,13 +322,14 @@ def compare(job: dict, blockrun) -> dict:
 def _compare_outputs(up, gen, hints, blockrun, torch, nn, result: dict, checked: list) -> dict:
     """Eval and train outputs of the two blocks on the validator's probe inputs (the
     generated one holding upstream's weights)."""
-    freq = blockrun.inputs.forward_required(up)
-    probes = [("none", (), 0)] if not freq else blockrun.inputs.probe_inputs(
-        {"hints": hints}, up, nn)[:blockrun.inputs.MAX_PROBES]
+    inputs = blockrun.inputs
+    freq = inputs.forward_required(up)
+    probes = [("none", (), 0)] if not freq else inputs.probe_inputs(
+        {"hints": hints}, up, nn)[:inputs.MAX_PROBES]
     if not freq:  # all optional: as the validator, the probes go to the first parameter
-        freq = blockrun.inputs.optional_input(up)
+        freq = inputs.optional_input(up)
         if freq:
-            probes += blockrun.inputs.probe_inputs({"hints": hints}, up, nn)[:blockrun.inputs.MAX_PROBES]
+            probes += inputs.probe_inputs({"hints": hints}, up, nn)[:inputs.MAX_PROBES]
     up.eval()
     gen.eval()
     for kind, shape, c in probes:
@@ -324,9 +337,9 @@ def _compare_outputs(up, gen, hints, blockrun, torch, nn, result: dict, checked:
         if kind == "none":
             args = []
         elif kind == "index":
-            args = blockrun.inputs.forward_args(freq, torch.randint(0, max(1, c), shape), kind, torch)
+            args = inputs.forward_args(freq, torch.randint(0, max(1, c), shape), kind, torch)
         else:
-            args = blockrun.inputs.forward_args(freq, torch.randn(*shape), kind, torch)
+            args = inputs.forward_args(freq, torch.randn(*shape), kind, torch)
         try:
             _seed(3)  # a forward may draw even in eval mode (a VAE's sampling)
             with torch.no_grad():

@@ -3,8 +3,9 @@
 A generated file keeps every definition the block can reach, whatever arguments a user passes
 (issue: dependency closure). This script measures the other extreme: for each extracted timm
 block it imports the file, builds the block with the validator's guessed arguments and runs one
-forward pass in eval mode (the validator's own stages, ``engine.blockrun``), with a profiler recording
-which of the file's functions and methods ran. It then counts the lines of a file that kept only
+forward pass in eval mode (the validator's own stages, ``engine.blockrun``), with a profiler
+recording which of the file's functions and methods ran. It then counts the lines of a file that
+kept only
 
 - the block's own class, every definition with code that ran, and every class of the built
   module tree (with their bases),
@@ -36,9 +37,10 @@ ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 sys.path.append(str(HERE))
 
+from forked import run_forked  # noqa: E402
+
 from bench.extract_bench import corpora, timm_bench_args, timm_config  # noqa: E402
 from bench.measure import cpu_speed  # noqa: E402
-from forked import run_forked  # noqa: E402
 from nnrag_tui.engine import sandbox_worker as worker  # noqa: E402
 from nnrag_tui.engine.blockrun import stages  # noqa: E402
 from nnrag_tui.engine.extractor import BlockExtractor, OutputNames  # noqa: E402

@@ -62,11 +62,14 @@ class Basic(nn.Module):
 
 
 class LayeredNet(nn.Module):
-    """Needs a block class with an ``expansion`` and a list of layer counts (the annotation
-    brings ``Basic`` into the file, as timm's ResNet annotation does)."""
+    """Needs a block class with an ``expansion`` and two layer counts (the annotation
+    brings ``Basic`` into the file, as timm's ResNet annotation does); the validator's own
+    guesses give four counts."""
 
     def __init__(self, block: Type[Basic], layers, width: int = 8):
         super().__init__()
+        if len(layers) != 2:
+            raise ValueError("two stages: layers is (n1, n2)")
         self.stem = nn.Conv2d(3, width * block.expansion, 3, padding=1)
         self.body = nn.Sequential(*[block(width * block.expansion) for _ in range(sum(layers))])
 

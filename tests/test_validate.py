@@ -543,6 +543,90 @@ def test_a_config_class_of_the_file_is_built_small(validator):
 
 
 @needs_torch
+def test_a_block_class_parameter_gets_the_class_its_annotation_names(validator):
+    # torchvision's ResNet(block: Type[Union[BasicBlock, Bottleneck]], layers: List[int]): the
+    # stand-in module (nn.Identity) has no ``expansion``; the first class named does
+    r = check(validator, """
+        from typing import List, Type, Union
+
+        import torch.nn as nn
+
+        class BasicBlock(nn.Module):
+            expansion = 1
+
+            def __init__(self, inplanes, planes):
+                super().__init__()
+                self.conv = nn.Conv2d(inplanes, planes, 3, padding=1)
+
+            def forward(self, x):
+                return self.conv(x)
+
+        class Bottleneck(BasicBlock):
+            expansion = 4
+
+        class ResNet(nn.Module):
+            def __init__(self, block: Type[Union[BasicBlock, Bottleneck]], layers: List[int]):
+                super().__init__()
+                self.stem = nn.Conv2d(3, 8, 3, padding=1)
+                self.blocks = nn.Sequential(*[block(8, 8 // block.expansion) for _ in layers])
+
+            def forward(self, x):
+                return self.blocks(self.stem(x))
+        """, "ResNet")
+    assert r.level == "forward_ran", r.as_dict()
+    assert r.stage("instantiate").detail["args"] == {"block": "BasicBlock",
+                                                      "layers": "(1, 1, 1, 1)"}
+
+
+@needs_torch
+def test_keywords_passed_on_get_the_arguments_the_error_names(validator):
+    # torchvision's quantizable blocks take (*args, **kwargs) for their base, and googlenet's
+    # BasicConv2d(in_channels, out_channels, **kwargs) leaves kernel_size to nn.Conv2d
+    r = check(validator, """
+        import torch.nn as nn
+
+        class BasicConv2d(nn.Module):
+            def __init__(self, in_channels, out_channels, **kwargs):
+                super().__init__()
+                self.conv = nn.Conv2d(in_channels, out_channels, bias=False, **kwargs)
+
+            def forward(self, x):
+                return self.conv(x)
+
+        class QuantizableBasicConv2d(BasicConv2d):
+            def __init__(self, *args, **kwargs):
+                super().__init__(*args, **kwargs)
+        """, "QuantizableBasicConv2d")
+    assert r.level == "forward_ran", r.as_dict()
+    assert r.stage("instantiate").detail["args"] == {
+        "in_channels": "64", "out_channels": "64", "kernel_size": "3"}
+    assert r.stage("instantiate").detail["attempts"] == 3
+
+
+@needs_torch
+def test_a_float_or_dtype_parameter_is_not_taken_for_a_layer(validator):
+    # torchvision's CNBlock(dim, layer_scale: float, ...) and ToDtype(dtype): the word
+    # "layer" in a float's name made it nn.Identity, and a dtype got a channel count
+    r = check(validator, """
+        import torch
+        import torch.nn as nn
+
+        class CNBlock(nn.Module):
+            def __init__(self, dim, layer_scale: float, dtype):
+                super().__init__()
+                self.proj = nn.Linear(dim, dim)
+                self.scale = nn.Parameter(torch.ones(dim) * layer_scale)
+                self.dtype = dtype
+
+            def forward(self, x):
+                return (self.scale * self.proj(x)).to(self.dtype)
+        """, "CNBlock")
+    assert r.level == "forward_ran", r.as_dict()
+    assert r.stage("instantiate").detail["args"] == {
+        "dim": "64", "layer_scale": "1.0", "dtype": "torch.float32"}
+
+
+@needs_torch
 def test_a_forward_whose_parameters_are_all_optional_gets_the_probe_first(validator):
     # transformers' forward(self, input_ids=None, inputs_embeds=None, ...): without arguments
     # it raises; the probe input goes to the first parameter

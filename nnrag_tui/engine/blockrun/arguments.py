@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import inspect
 import re
+import types
+import typing
 
 from .errors import safe_str, short
 
@@ -116,8 +118,11 @@ def guess_arguments(required, c: int, seq: bool | str = False, namespace: dict |
             cls = _config_class(p.annotation, namespace, nn)
             if cls is None and p.annotation is inspect.Parameter.empty and _is_config_name(p.name):
                 cls = _module_config_class(namespace, nn)
+        wanted = _annotated_module_class(p.annotation, namespace, nn)
         if cls is not None:
             value, text = _config_instance(cls, c, nn)
+        elif wanted is not None:
+            value, text = wanted, wanted.__name__
         else:
             value, text = _guess(p.name, p.annotation, c, nn)
         is_size = any(w in p.name for w in _SIZE_WORDS)
@@ -133,6 +138,58 @@ def guess_arguments(required, c: int, seq: bool | str = False, namespace: dict |
         else:
             kwargs[p.name] = value
     return tuple(args), kwargs, shown
+
+
+def _annotated_module_class(annotation, namespace: dict | None, nn):
+    """The module class a parameter annotated ``Type[X]`` asks for (torchvision's ``ResNet(
+    block: Type[Union[BasicBlock, Bottleneck]], ...)``): the first X that is a subclass of
+    ``nn.Module`` other than ``nn.Module`` itself, as the annotation or the block's module
+    (for a string annotation) binds it. None for any other annotation."""
+    if isinstance(annotation, str):
+        m = re.fullmatch(r"\s*(?:typing\.)?(?:Type|type)\[(.*)\]\s*", annotation)
+        if m is None:
+            return None
+        found = [(namespace or {}).get(n) for n in re.findall(r"[A-Za-z_]\w*", m.group(1))]
+    elif typing.get_origin(annotation) is type:
+        found = []
+        todo = list(typing.get_args(annotation))
+        while todo:
+            a = todo.pop(0)
+            if typing.get_origin(a) in (typing.Union, types.UnionType):
+                todo[:0] = typing.get_args(a)
+            else:
+                found.append(a)
+    else:
+        return None
+    for cls in found:
+        if isinstance(cls, type) and issubclass(cls, nn.Module) and cls is not nn.Module:
+            return cls
+    return None
+
+
+_MISSING = re.compile(r"missing \d+ required (?:positional|keyword-only) arguments?: (.+)")
+
+
+def complete_missing(exc: BaseException, params, kwargs: dict, shown: dict, c: int):
+    """(kwargs, shown) with guesses for the arguments a refused build says are missing, when
+    the class passes its keywords on (``QuantizableBasicBlock(*args, **kwargs)``, googlenet's
+    ``BasicConv2d(in_channels, out_channels, **kwargs)`` whose ``nn.Conv2d`` misses
+    ``kernel_size``); None when the error is another or nothing new can be guessed."""
+    from torch import nn
+
+    m = _MISSING.search(safe_str(exc, 500)) if isinstance(exc, TypeError) else None
+    if m is None or not any(p.kind == p.VAR_KEYWORD for p in params):
+        return None
+    names = [n for n in re.findall(r"'(\w+)'", m.group(1)) if n not in kwargs]
+    if not names:
+        return None
+    kwargs, shown = dict(kwargs), dict(shown)
+    for name in names:
+        try:
+            kwargs[name], shown[name] = _guess(name, inspect.Parameter.empty, c, nn)
+        except NoGuess:
+            return None
+    return kwargs, shown
 
 
 def _annotation_text(annotation) -> str:
@@ -332,6 +389,12 @@ def _guess_scalar(name: str, annotation, c: int, nn):
     if n in ("normalized_shape", "num_features", "embedding_dim", "in_features",
              "out_features"):
         return c, str(c)
+    if ann == "float" or (last == "scale" and last != n):  # layer_scale: not a layer
+        return 1.0, "1.0"
+    if n == "dtype" or ann in ("dtype", "torch.dtype"):
+        import torch
+
+        return torch.float32, "torch.float32"
     if tokens & {"layer", "cls", "class"} or n in ("act", "activation", "norm", "act_fn",
                                                     "norm_fn", "act_type", "norm_type"):
         return nn.Identity, "nn.Identity"  # accepts and ignores any arguments
@@ -341,8 +404,6 @@ def _guess_scalar(name: str, annotation, c: int, nn):
         return True, "True"
     if ann == "bool" or n.startswith(("use_", "is_", "has_", "with_", "enable", "return_")):
         return False, "False"
-    if ann == "float":
-        return 1.0, "1.0"
     if tokens & _CHANNEL_TOKENS or n.startswith(("in_", "out_", "num_", "n_")):
         return c, str(c)
     if ann == "str" or "Callable" in ann:

@@ -16,6 +16,7 @@ from .arguments import (
     GuessedConfig,
     NoGuess,
     call_site_candidates,
+    complete_missing,
     guess_arguments,
     wants_sequence,
 )
@@ -135,7 +136,10 @@ def stage_instantiate(job: dict, state: dict) -> dict:
                               {"required": [p.name for p in required]})
     last_exc: BaseException | None = None
     wants_seq = False
-    for args, kwargs, shown, hints in candidates:
+    i = 0
+    while i < len(candidates):
+        args, kwargs, shown, hints = candidates[i]
+        i += 1
         if attempts and time.perf_counter() - t0 > budget:
             break
         if hints.get("seq") and not wants_seq:
@@ -149,6 +153,10 @@ def stage_instantiate(job: dict, state: dict) -> dict:
             attempts.append({"args": shown, "error": f"{type(exc).__name__}: "
                                                       f"{safe_str(exc, 300)}"})
             wants_seq = wants_seq or wants_sequence(exc)
+            # keywords passed on to a base or a layer that misses some: tried next, with them
+            more = complete_missing(exc, params, kwargs, shown, hints.get("C") or SIZES[0])
+            if more is not None:
+                candidates.insert(i, (args, *more, hints))
             continue
         for k, v in kwargs.items():
             if isinstance(v, GuessedConfig):
