@@ -604,6 +604,41 @@ def test_keywords_passed_on_get_the_arguments_the_error_names(validator):
 
 
 @needs_torch
+def test_missing_arguments_a_base_declares_are_guessed_from_its_annotations(validator):
+    # torchvision's QuantizableResNet(*args, **kwargs) on ResNet(block: Type[...], layers)
+    r = check(validator, """
+        from typing import List, Type
+
+        import torch.nn as nn
+
+        class Basic(nn.Module):
+            expansion = 1
+
+            def __init__(self, chs):
+                super().__init__()
+                self.conv = nn.Conv2d(chs, chs, 3, padding=1)
+
+            def forward(self, x):
+                return self.conv(x)
+
+        class Net(nn.Module):
+            def __init__(self, block: Type[Basic], layers: List[int]):
+                super().__init__()
+                self.stem = nn.Conv2d(3, 8, 3, padding=1)
+                self.body = nn.Sequential(*[block(8 * block.expansion) for _ in layers])
+
+            def forward(self, x):
+                return self.body(self.stem(x))
+
+        class QuantizableNet(Net):
+            def __init__(self, *args, **kwargs):
+                super().__init__(*args, **kwargs)
+        """, "QuantizableNet")
+    assert r.level == "forward_ran", r.as_dict()
+    assert r.stage("instantiate").detail["args"] == {"block": "Basic", "layers": "(1, 1, 1, 1)"}
+
+
+@needs_torch
 def test_a_float_or_dtype_parameter_is_not_taken_for_a_layer(validator):
     # torchvision's CNBlock(dim, layer_scale: float, ...) and ToDtype(dtype): the word
     # "layer" in a float's name made it nn.Identity, and a dtype got a channel count

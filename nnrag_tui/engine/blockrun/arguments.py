@@ -170,11 +170,15 @@ def _annotated_module_class(annotation, namespace: dict | None, nn):
 _MISSING = re.compile(r"missing \d+ required (?:positional|keyword-only) arguments?: (.+)")
 
 
-def complete_missing(exc: BaseException, params, kwargs: dict, shown: dict, c: int):
+def complete_missing(exc: BaseException, cls, params, kwargs: dict, shown: dict, c: int):
     """(kwargs, shown) with guesses for the arguments a refused build says are missing, when
     the class passes its keywords on (``QuantizableBasicBlock(*args, **kwargs)``, googlenet's
     ``BasicConv2d(in_channels, out_channels, **kwargs)`` whose ``nn.Conv2d`` misses
-    ``kernel_size``); None when the error is another or nothing new can be guessed."""
+    ``kernel_size``); None when the error is another or nothing new can be guessed. A name a
+    base class's ``__init__`` declares is guessed from that parameter (its annotation, read in
+    the base's module: ``QuantizableResNet`` gets ``ResNet``'s ``block: Type[...]``)."""
+    import sys
+
     from torch import nn
 
     m = _MISSING.search(safe_str(exc, 500)) if isinstance(exc, TypeError) else None
@@ -183,11 +187,30 @@ def complete_missing(exc: BaseException, params, kwargs: dict, shown: dict, c: i
     names = [n for n in re.findall(r"'(\w+)'", m.group(1)) if n not in kwargs]
     if not names:
         return None
+    declared: dict = {}  # name -> (parameter, the module of the base declaring it)
+    for base in getattr(cls, "__mro__", ())[1:]:
+        init = vars(base).get("__init__")
+        try:
+            sig = inspect.signature(init) if init is not None else None
+        except (TypeError, ValueError):
+            sig = None
+        for p in sig.parameters.values() if sig else ():
+            module = sys.modules.get(base.__module__)
+            declared.setdefault(p.name, (p, getattr(module, "__dict__", {})))
     kwargs, shown = dict(kwargs), dict(shown)
     for name in names:
         try:
-            kwargs[name], shown[name] = _guess(name, inspect.Parameter.empty, c, nn)
+            if name in declared:
+                p, namespace = declared[name]
+                _, more, more_shown = guess_arguments(
+                    [p.replace(kind=p.KEYWORD_ONLY)], c, namespace=namespace, real_config=True)
+                kwargs.update(more)
+                shown.update(more_shown)
+            else:
+                kwargs[name], shown[name] = _guess(name, inspect.Parameter.empty, c, nn)
         except NoGuess:
+            return None
+        except Exception:  # noqa: BLE001  (a config class refused its guesses)
             return None
     return kwargs, shown
 

@@ -154,7 +154,8 @@ def stage_instantiate(job: dict, state: dict) -> dict:
                                                       f"{safe_str(exc, 300)}"})
             wants_seq = wants_seq or wants_sequence(exc)
             # keywords passed on to a base or a layer that misses some: tried next, with them
-            more = complete_missing(exc, params, kwargs, shown, hints.get("C") or SIZES[0])
+            more = complete_missing(exc, cls, params, kwargs, shown,
+                                    hints.get("C") or SIZES[0])
             if more is not None:
                 candidates.insert(i, (args, *more, hints))
             continue
