@@ -174,6 +174,7 @@ def optional_input(module) -> list[inspect.Parameter]:
         return []
     return [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)][:1]
 
+
 def not_about_shapes(exc: BaseException) -> bool:
     """Errors that another input shape cannot fix: stop probing."""
     if isinstance(exc, (NameError, ImportError, NotImplementedError, SyntaxError,

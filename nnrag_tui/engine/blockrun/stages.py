@@ -55,6 +55,7 @@ def stage_import(job: dict, state: dict) -> dict:
     state["module"] = mod
     return {}
 
+
 # -- instantiate -------------------------------------------------------------------------------
 def _target(job: dict, state: dict):
     mod = state["module"]
@@ -182,6 +183,7 @@ def stage_instantiate(job: dict, state: dict) -> dict:
     err["required"] = [p.name for p in required]
     raise StageFailed(err, {"attempts": attempts, "required": [p.name for p in required]})
 
+
 # -- forward -----------------------------------------------------------------------------------
 def stage_forward(job: dict, state: dict) -> dict:
     import torch
@@ -248,6 +250,7 @@ def stage_forward(job: dict, state: dict) -> dict:
                            "frames": []}, {"attempts": attempts})
     err = describe(first_exc)
     raise StageFailed(err, {"attempts": attempts, "probes": len(attempts)})
+
 
 def out_shapes(out, torch, depth: int = 0) -> list:
     if isinstance(out, torch.Tensor):
