@@ -10,7 +10,9 @@ interpreter. Writes bench/results/validate.json.
 Extraction runs in the main thread while sandboxes validate the previous blocks in worker
 threads (one sandbox each: a pre-warmed worker forking a child per block).
 
-Usage: python bench/validate_bench.py [--corpora DIR] [--jobs N] [--only-list]
+With --torchvision, every torchvision block is extracted and validated too (all six stages).
+
+Usage: python bench/validate_bench.py [--corpora DIR] [--jobs N] [--only-list] [--torchvision]
 """
 
 from __future__ import annotations
@@ -233,6 +235,8 @@ def main() -> None:
     ap.add_argument("--fresh-sample", type=int, default=20,
                     help="validated files also imported in a brand-new interpreter each")
     ap.add_argument("--only-list", action="store_true", help="skip the all-timm run")
+    ap.add_argument("--torchvision", action="store_true",
+                    help="also every torchvision block, extract + all six stages")
     args = ap.parse_args()
     corp = corpora(args.corpora)
     cfg = parse_config({
@@ -281,9 +285,13 @@ def main() -> None:
                 b = run(keys, None, sandboxes, Path(tmp) / "all", args.deepest, files=files)
                 b.pop("_generated")
                 report["all_timm_deep"] = b
+        if args.torchvision:
+            keys = [b.key for b in ex.blocks(repo="torchvision")]
+            report["all_torchvision"] = run(keys, ex, sandboxes, Path(tmp) / "tv", args.deepest)
+            report["all_torchvision"].pop("_generated")
         for sb in sandboxes:
             sb.close()
-        for part in ("list", "all_timm"):
+        for part in ("list", "all_timm", "all_torchvision"):
             if part in report:
                 r = report[part]
                 paths = [v["path"] for v in r["reports"].values() if v["validated"]]
@@ -299,13 +307,14 @@ def main() -> None:
 
 TITLES = {"list": "blocks_timm.txt, extract + all six stages",
           "all_timm": "every timm block, extract + validate (stages 1-4) in one run",
-          "all_timm_deep": "every timm block, all six stages on the files extracted above"}
+          "all_timm_deep": "every timm block, all six stages on the files extracted above",
+          "all_torchvision": "every torchvision block, extract + all six stages"}
 
 
 def print_summary(report: dict) -> None:
     print(f"machine speed: a 5M-step Python loop takes {report['cpu_speed_loop_s']} s "
           "(bench/measure.py cpu_speed; higher = a busier host)")
-    for part in ("list", "all_timm", "all_timm_deep"):
+    for part in ("list", "all_timm", "all_timm_deep", "all_torchvision"):
         if part not in report:
             continue
         r = report[part]
