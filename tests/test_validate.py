@@ -639,6 +639,30 @@ def test_missing_arguments_a_base_declares_are_guessed_from_its_annotations(vali
 
 
 @needs_torch
+def test_a_layer_count_is_a_count_and_a_none_layer_the_block_calls_is_filled(validator):
+    # timm's HighPerfGpuBlock(..., layer_num, ...) took nn.Identity for a count; its
+    # ConvNeXtStage(..., norm_layer=None) calls the None it is left with
+    r = check(validator, """
+        import torch.nn as nn
+
+        class Stage(nn.Module):
+            def __init__(self, in_chs, out_chs, layer_num, norm_layer=None, act_layer=None):
+                super().__init__()
+                self.convs = nn.Sequential(*[nn.Conv2d(in_chs if i == 0 else out_chs, out_chs,
+                                                       3, padding=1) for i in range(layer_num)])
+                self.norm = norm_layer(out_chs)
+
+            def forward(self, x):
+                return self.norm(self.convs(x))
+        """, "Stage")
+    assert r.level == "forward_ran", r.as_dict()
+    inst = r.stage("instantiate").detail
+    assert inst["args"] == {"in_chs": "64", "out_chs": "64", "layer_num": "1",
+                            "norm_layer": "nn.Identity", "act_layer": "nn.Identity"}
+    assert inst["attempts"] == 2
+
+
+@needs_torch
 def test_a_float_or_dtype_parameter_is_not_taken_for_a_layer(validator):
     # torchvision's CNBlock(dim, layer_scale: float, ...) and ToDtype(dtype): the word
     # "layer" in a float's name made it nn.Identity, and a dtype got a channel count

@@ -170,18 +170,32 @@ def _annotated_module_class(annotation, namespace: dict | None, nn):
 _MISSING = re.compile(r"missing \d+ required (?:positional|keyword-only) arguments?: (.+)")
 
 
-def complete_missing(exc: BaseException, cls, params, kwargs: dict, shown: dict, c: int):
-    """(kwargs, shown) with guesses for the arguments a refused build says are missing, when
-    the class passes its keywords on (``QuantizableBasicBlock(*args, **kwargs)``, googlenet's
-    ``BasicConv2d(in_channels, out_channels, **kwargs)`` whose ``nn.Conv2d`` misses
-    ``kernel_size``); None when the error is another or nothing new can be guessed. A name a
-    base class's ``__init__`` declares is guessed from that parameter (its annotation, read in
-    the base's module: ``QuantizableResNet`` gets ``ResNet``'s ``block: Type[...]``)."""
+def amend_arguments(exc: BaseException, cls, params, kwargs: dict, shown: dict, c: int):
+    """(kwargs, shown) to try next after a refused build, or None when there is nothing to
+    amend. A layer parameter whose default None the block calls (``'NoneType' object is not
+    callable``: timm's ``ConvNeXtStage(..., norm_layer=None)``) gets ``nn.Identity``. The
+    arguments the error says are missing get guesses, when the class passes its keywords on
+    (``QuantizableBasicBlock(*args, **kwargs)``, googlenet's ``BasicConv2d(in_channels,
+    out_channels, **kwargs)`` whose ``nn.Conv2d`` misses ``kernel_size``); None when the
+    error is another or nothing new can be guessed. A name a base class's ``__init__``
+    declares is guessed from that parameter (its annotation, read in the base's module:
+    ``QuantizableResNet`` gets ``ResNet``'s ``block: Type[...]``)."""
     import sys
 
     from torch import nn
 
-    m = _MISSING.search(safe_str(exc, 500)) if isinstance(exc, TypeError) else None
+    if not isinstance(exc, TypeError):
+        return None
+    text = safe_str(exc, 500)
+    if "'NoneType' object is not callable" in text:
+        unset = [p.name for p in params if p.default is None and p.name not in kwargs
+                 and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+                 and _is_layer_name(p.name)]
+        if not unset:
+            return None
+        return (dict(kwargs, **dict.fromkeys(unset, nn.Identity)),
+                dict(shown, **dict.fromkeys(unset, "nn.Identity")))
+    m = _MISSING.search(text)
     if m is None or not any(p.kind == p.VAR_KEYWORD for p in params):
         return None
     names = [n for n in re.findall(r"'(\w+)'", m.group(1)) if n not in kwargs]
@@ -345,6 +359,20 @@ def _config_instance(cls, c: int, nn):
     return cls(**kwargs), text
 
 
+_COUNT_WORDS = frozenset({"num", "nums", "count", "per"})
+_LAYER_NAMES = frozenset({"act", "activation", "norm", "act_fn", "norm_fn", "act_type",
+                          "norm_type"})
+
+
+def _is_layer_name(name: str) -> bool:
+    """A parameter that takes a layer class or factory (``norm_layer``, ``act``,
+    ``block_cls``), not a count of layers (``layer_num``)."""
+    n = name.lower()
+    tokens = set(n.split("_"))
+    return bool(tokens & {"layer", "cls", "class"} or n in _LAYER_NAMES) \
+        and not tokens & _COUNT_WORDS
+
+
 def _guess(name: str, annotation, c: int, nn):
     """A value for a required constructor parameter, from its name and annotation (a
     sequence where the annotation asks for one); a config gets a GuessedConfig. Raises
@@ -418,8 +446,9 @@ def _guess_scalar(name: str, annotation, c: int, nn):
         import torch
 
         return torch.float32, "torch.float32"
-    if tokens & {"layer", "cls", "class"} or n in ("act", "activation", "norm", "act_fn",
-                                                    "norm_fn", "act_type", "norm_type"):
+    if tokens & {"layer", "layers"} and tokens & _COUNT_WORDS:  # layer_num, layers_per_block
+        return 1, "1"
+    if _is_layer_name(n):
         return nn.Identity, "nn.Identity"  # accepts and ignores any arguments
     if n in _SUBMODULE_NAMES or "Module" in ann:
         return nn.Identity(), "nn.Identity()"

@@ -15,8 +15,8 @@ from .arguments import (
     SIZES,
     GuessedConfig,
     NoGuess,
+    amend_arguments,
     call_site_candidates,
-    complete_missing,
     guess_arguments,
     wants_sequence,
 )
@@ -155,8 +155,8 @@ def stage_instantiate(job: dict, state: dict) -> dict:
                                                       f"{safe_str(exc, 300)}"})
             wants_seq = wants_seq or wants_sequence(exc)
             # keywords passed on to a base or a layer that misses some: tried next, with them
-            more = complete_missing(exc, cls, params, kwargs, shown,
-                                    hints.get("C") or SIZES[0])
+            more = amend_arguments(exc, cls, params, kwargs, shown,
+                                   hints.get("C") or SIZES[0])
             if more is not None:
                 candidates.insert(i, (args, *more, hints))
             continue
