@@ -663,6 +663,30 @@ def test_a_layer_count_is_a_count_and_a_none_layer_the_block_calls_is_filled(val
 
 
 @needs_torch
+def test_stage_depths_are_one_block_each(validator):
+    # torchvision's SwinTransformer(..., depths: List[int], ...) was built with 64 blocks per
+    # stage (256 in all, 15 s) where one each shows the same
+    r = check(validator, """
+        from typing import List
+
+        import torch.nn as nn
+
+        class Net(nn.Module):
+            def __init__(self, dim, depths: List[int]):
+                super().__init__()
+                self.stages = nn.Sequential(*[nn.Sequential(*[nn.Linear(dim, dim)
+                                                              for _ in range(d)])
+                                              for d in depths])
+
+            def forward(self, x):
+                return self.stages(x)
+        """, "Net")
+    assert r.level == "forward_ran", r.as_dict()
+    assert r.stage("instantiate").detail["args"] == {"dim": "64", "depths": "(1, 1, 1, 1)"}
+    assert r.stage("instantiate").detail["parameters"] == 4 * (64 * 64 + 64)
+
+
+@needs_torch
 def test_a_float_or_dtype_parameter_is_not_taken_for_a_layer(validator):
     # torchvision's CNBlock(dim, layer_scale: float, ...) and ToDtype(dtype): the word
     # "layer" in a float's name made it nn.Identity, and a dtype got a channel count

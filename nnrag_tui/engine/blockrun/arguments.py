@@ -414,7 +414,7 @@ def _guess_scalar(name: str, annotation, c: int, nn):
         return 10, "10"
     if n in ("kernel_size", "kernel", "k", "ksize", "kernel_sizes", "filter_size"):
         return 3, "3"
-    if n in ("stride", "s", "dilation", "groups", "g", "num_layers", "depth", "n_layers",
+    if n in ("stride", "s", "dilation", "groups", "g", "num_layers", "depth", "depths", "n_layers",
              "layers", "num_blocks", "n_blocks", "upscale_factor", "factor", "repeats",
              "num_repeats", "n_layer"):
         return 1, "1"
