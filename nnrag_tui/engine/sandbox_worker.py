@@ -1,12 +1,13 @@
 """The sandbox worker: a long-lived interpreter that has imported torch once and forks one child
 per job. The child contains itself (see ``_contain``), runs the requested stages on the block
-file (import, instantiate, forward) and reports each stage as a JSON line on a pipe; this
-worker enforces the wall-clock limit per stage, keeps a bounded copy of the child's output,
-reaps it and answers the caller with one JSON line.
+file (import, instantiate, forward: ``blockrun``) and reports each stage as a JSON line on a
+pipe; this worker enforces the wall-clock limit per stage, keeps a bounded copy of the child's
+output, reaps it and answers the caller with one JSON line.
 
 Run as ``python -I sandbox_worker.py`` by ``nnrag_tui.engine.sandbox.Sandbox``, never imported
-by the engine: it depends on the standard library and torch only, so it can run under any
-interpreter that has torch, and the engine process never imports torch.
+by the engine: it depends on the standard library, torch and the ``blockrun`` package beside
+it only, so it can run under any interpreter that has torch, and the engine process never
+imports torch.
 
 Protocol (one JSON object per line): the first line on stdin is the worker configuration; the
 worker answers ``{"ready": true, ...}``. Each later line is a job; each answer is one line.

@@ -1,13 +1,15 @@
 """Constructor arguments for a block nobody told us how to build: guessed from each required
 parameter's name and annotation (``in_chs`` a channel count, ``num_heads`` 4, ``norm_layer``
 ``nn.Identity``, ``config`` a config object), or taken from the argument sets the corpus itself
-passes (``engine.callsites``), evaluated in the block's module. Runs in the sandbox: the
-standard library and torch only."""
+passes (``engine.callsites``), evaluated in the block's module; a refused build is amended
+where its error says how (``amend_arguments``). Runs in the sandbox: the standard library and
+torch only."""
 
 from __future__ import annotations
 
 import inspect
 import re
+import sys
 import types
 import typing
 
@@ -171,17 +173,17 @@ _MISSING = re.compile(r"missing \d+ required (?:positional|keyword-only) argumen
 
 
 def amend_arguments(exc: BaseException, cls, params, kwargs: dict, shown: dict, c: int):
-    """(kwargs, shown) to try next after a refused build, or None when there is nothing to
-    amend. A layer parameter whose default None the block calls (``'NoneType' object is not
-    callable``: timm's ``ConvNeXtStage(..., norm_layer=None)``) gets ``nn.Identity``. The
-    arguments the error says are missing get guesses, when the class passes its keywords on
-    (``QuantizableBasicBlock(*args, **kwargs)``, googlenet's ``BasicConv2d(in_channels,
-    out_channels, **kwargs)`` whose ``nn.Conv2d`` misses ``kernel_size``); None when the
-    error is another or nothing new can be guessed. A name a base class's ``__init__``
-    declares is guessed from that parameter (its annotation, read in the base's module:
-    ``QuantizableResNet`` gets ``ResNet``'s ``block: Type[...]``)."""
-    import sys
+    """(kwargs, shown) to try after a refused build, or None when the error says nothing to
+    amend:
 
+    - ``'NoneType' object is not callable``: each layer parameter left at its default None
+      (timm's ``ConvNeXtStage(..., norm_layer=None)``) gets ``nn.Identity``;
+    - ``missing ... required argument(s)``, when the class passes its keywords on
+      (``QuantizableBasicBlock(*args, **kwargs)``; googlenet's ``BasicConv2d(in_channels,
+      out_channels, **kwargs)``, whose ``nn.Conv2d`` misses ``kernel_size``): each missing
+      argument gets a guess, from the parameter a base class's ``__init__`` declares where
+      there is one (its annotation read in the base's module: ``QuantizableResNet`` gets
+      ``ResNet``'s ``block: Type[...]``), else from its name."""
     from torch import nn
 
     if not isinstance(exc, TypeError):
@@ -208,9 +210,9 @@ def amend_arguments(exc: BaseException, cls, params, kwargs: dict, shown: dict, 
             sig = inspect.signature(init) if init is not None else None
         except (TypeError, ValueError):
             sig = None
+        namespace = getattr(sys.modules.get(base.__module__), "__dict__", {})
         for p in sig.parameters.values() if sig else ():
-            module = sys.modules.get(base.__module__)
-            declared.setdefault(p.name, (p, getattr(module, "__dict__", {})))
+            declared.setdefault(p.name, (p, namespace))
     kwargs, shown = dict(kwargs), dict(shown)
     for name in names:
         try:
