@@ -5,7 +5,8 @@ every torchvision block).
 torchvision 0.29.1 comes from PyPI as a wheel (sources only, never installed). Its sources import
 beside the CPU torch once ``torchvision._meta_registrations``, which only registers the compiled
 kernels of a wheel built for another torch, is an empty module (``differential.py --blank``);
-none of the compared blocks calls those kernels."""
+none of the compared blocks calls those kernels. Pillow, which torchvision imports but nnrag does
+not depend on, is a stand-in in the comparing process."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ from nnrag_tui.engine.extractor import BlockExtractor  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 TORCHVISION = "torchvision==0.29.1"
-BLANK = ["--blank", "torchvision._meta_registrations"]
+STAND_INS = ["--blank", "torchvision._meta_registrations", "--stub", "PIL"]
 
 # residual, inverted-residual and inception blocks, a transformer block, whole networks built
 # from the validator's guesses (ResNet's block class from its Type[...] annotation, the
@@ -66,7 +67,7 @@ def _torchvision_sources(tmp: Path) -> Path:
 def _differential(src: Path, jobs: list[dict]) -> list[dict]:
     proc = subprocess.run(
         [sys.executable, "-I", str(ROOT / "bench" / "differential.py"), "--path", str(src),
-         *BLANK, "--timeout", "120"],
+         *STAND_INS, "--timeout", "120"],
         input="".join(json.dumps(j) + "\n" for j in jobs), capture_output=True, text=True,
         timeout=900)
     assert proc.returncode == 0, proc.stderr[-2000:]
