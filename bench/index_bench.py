@@ -13,7 +13,7 @@ Prints a Markdown table and writes JSON to bench/results/index.json.
 
 Usage: python bench/index_bench.py [--corpora DIR] [--runs 5] [--out FILE]
 (the corpora are fetched with shared/bench/get_corpora.sh into DIR when missing; default
-bench/.corpora, which is git-ignored; /work/corpora already holds them on the dev machine).
+bench/.corpora, which is git-ignored).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Soak: index, extract and validate every block of timm + torchvision (sources under
-/work/corpora) + the installed torch.nn, several rounds in one process, and watch what a long
+bench/.corpora, fetched when missing) + the installed torch.nn, several rounds in one process, and watch what a long
 session would leak.
 
 Each round indexes into a fresh cache (so every round does the same work: a cold index), lists
@@ -31,6 +31,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.extract_bench import corpora  # noqa: E402
 from nnrag_tui.engine.config import parse_config  # noqa: E402
 from nnrag_tui.engine.extractor import BlockExtractor  # noqa: E402
 
@@ -192,13 +193,13 @@ def main(argv=None) -> int:
     ap.add_argument("--no-validate", action="store_true")
     ap.add_argument("--deepest", default="forward",
                     choices=("parse", "compile", "static", "import", "instantiate", "forward"))
-    ap.add_argument("--corpora", default="/work/corpora")
+    ap.add_argument("--corpora", default=str(HERE / ".corpora"))
     ap.add_argument("--tolerance", type=float, default=0.10,
                     help="allowed growth of a later round's peak over the first (fraction)")
     ap.add_argument("--out", default=str(HERE / "results" / "soak.json"))
     args = ap.parse_args(argv)
 
-    cfg = corpus_config(Path(args.corpora))
+    cfg = corpus_config(corpora(Path(args.corpora).resolve()))
     start = snapshot()
     validator, why = (None, "--no-validate") if args.no_validate else make_validator(args.deepest)
     if validator is None:

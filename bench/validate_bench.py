@@ -49,8 +49,6 @@ LEVEL_LABELS = {"parsed": "parsed", "compiled": "compiled", "static_clean": "sta
 def corpora(arg: str | None) -> Path:
     if arg:
         dest = Path(arg).resolve()
-    elif Path("/work/corpora/timm").is_dir() and Path("/work/corpora/torchvision").is_dir():
-        dest = Path("/work/corpora")
     else:
         dest = HERE / ".corpora"
     if not (dest / "timm").is_dir() or not (dest / "torchvision").is_dir():
@@ -221,7 +219,7 @@ def fresh_import_check(paths: list[str], sample: int) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--corpora", default=None, help="directory with timm/ and torchvision/ "
-                    "(default: /work/corpora if present, else bench/.corpora)")
+                    "(default: bench/.corpora, fetched when missing)")
     ap.add_argument("--blocks", default=str(ROOT.parent / "shared" / "bench" /
                                             "blocks_timm.txt"))
     ap.add_argument("--out", default=str(HERE / "results" / "validate.json"))

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import codecs
 import ctypes
-import importlib.util
 import json
 import os
 import random
@@ -21,31 +20,21 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-TIMM_LAYERS = Path("/work/corpora/timm/timm/layers")
-
 # Self-contained enough that every nn.Module subclass in them is discovered on its own.
 GOOD_TIMM = ("activations.py", "cbam.py", "config.py", "create_act.py", "drop.py", "eca.py",
              "format.py", "grn.py", "helpers.py", "mlp.py", "squeeze_excite.py")
-GOOD_TORCH = ("module.py", "activation.py", "dropout.py", "flatten.py", "linear.py",
-              "pixelshuffle.py", "utils.py")
 
 
 # -- real modules ----------------------------------------------------------------------------
-def real_module_dir() -> tuple[Path, tuple[str, ...]]:
-    """timm's ``layers`` from ``/work/corpora`` when present, else the installed torch's
-    ``torch/nn/modules`` (found without importing torch)."""
-    if all((TIMM_LAYERS / n).is_file() for n in GOOD_TIMM):
-        return TIMM_LAYERS, GOOD_TIMM
-    spec = importlib.util.find_spec("torch")
-    assert spec and spec.submodule_search_locations, "needs timm sources or torch installed"
-    d = Path(next(iter(spec.submodule_search_locations))) / "nn" / "modules"
-    return d, GOOD_TORCH
+def timm_layers(timm_source: Path) -> Path:
+    """timm's ``layers`` (69 modules) in the folder the ``timm_source`` fixture gives."""
+    return timm_source / "timm" / "layers"
 
 
-def real_modules() -> dict[str, bytes]:
-    """``name.py`` -> bytes of the chosen real modules."""
-    d, names = real_module_dir()
-    return {n: (d / n).read_bytes() for n in names}
+def real_modules(timm_source: Path) -> dict[str, bytes]:
+    """``name.py`` -> bytes of the self-contained timm layers (``GOOD_TIMM``)."""
+    d = timm_layers(timm_source)
+    return {n: (d / n).read_bytes() for n in GOOD_TIMM}
 
 
 def write_package(dest: Path, files: dict[str, bytes]) -> Path:

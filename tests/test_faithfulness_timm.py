@@ -3,17 +3,15 @@ constructor signature, module tree, state_dict and initial weights under the sam
 same outputs in eval and train mode with the same weights (bench/differential.py; its bench,
 bench/faithful_bench.py, runs every timm block).
 
-timm 1.0.31 comes from PyPI as a wheel (sources only, never installed); torchvision, which
+timm 1.0.31's sources come from its PyPI wheel (``upstream.py``; never installed); torchvision, which
 cannot be imported beside the CPU torch, and Pillow are replaced by stand-ins in the comparing
 process (none of the compared blocks calls them)."""
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
-import zipfile
 from pathlib import Path
 
 import pytest
@@ -24,7 +22,6 @@ from nnrag_tui.engine.config import parse_config  # noqa: E402
 from nnrag_tui.engine.extractor import BlockExtractor  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-TIMM = "timm==1.0.31"
 # stand-ins for what `import timm.models` imports but a test venv cannot: torchvision (never
 # beside the CPU torch) and Pillow (timm.data's transforms; not a dependency of nnrag)
 STUBS = ["--stub", "torchvision", "--stub", "PIL"]
@@ -49,27 +46,10 @@ SHALLOW = ["timm.layers.cond_conv2d:CondConv2d", "timm.models.levit:LevitBlock"]
 BLOCKS = DEEP + SHALLOW
 
 
-def _timm_sources(tmp: Path) -> Path:
-    """timm's unpacked wheel: $NNRAG_TIMM_SRC, bench/.corpora/timm when it is 1.0.31, else
-    downloaded from PyPI (skipped when the registry cannot be reached)."""
-    for cand in (os.environ.get("NNRAG_TIMM_SRC"), ROOT / "bench" / ".corpora" / "timm"):
-        if cand and (Path(cand) / "timm" / "version.py").is_file() and "1.0.31" in (
-                Path(cand) / "timm" / "version.py").read_text():
-            return Path(cand)
-    dl = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", TIMM,
-                         "-d", str(tmp / "dl")], capture_output=True, text=True)
-    wheels = list((tmp / "dl").glob("timm-*.whl"))
-    if dl.returncode != 0 or not wheels:
-        pytest.skip(f"cannot download {TIMM} from the package registry: {dl.stderr[-300:]}")
-    with zipfile.ZipFile(wheels[0]) as z:
-        z.extractall(tmp / "timm")
-    return tmp / "timm"
-
-
 @pytest.fixture(scope="module")
-def compared(tmp_path_factory):
+def compared(tmp_path_factory, timm_source):
     tmp = tmp_path_factory.mktemp("timmfaith")
-    src = _timm_sources(tmp)
+    src = timm_source
     cfg = parse_config({"timm": {"path": str(src), "paths": ["timm"]}})
     jobs = []
     with BlockExtractor(cfg, cache_dir=tmp / "cache", data_dir=tmp / "data") as ex:
@@ -97,9 +77,9 @@ def test_generated_block_behaves_like_timm(compared, key):
 
 
 @pytest.fixture(scope="module")
-def timm_mlp(tmp_path_factory):
+def timm_mlp(tmp_path_factory, timm_source):
     tmp = tmp_path_factory.mktemp("timmmlp")
-    src = _timm_sources(tmp)
+    src = timm_source
     cfg = parse_config({"timm": {"path": str(src), "paths": ["timm"]}})
     with BlockExtractor(cfg, cache_dir=tmp / "cache", data_dir=tmp / "data") as ex:
         ex.index()

@@ -11,10 +11,8 @@ not depend on, is a stand-in in the comparing process."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
-import zipfile
 from pathlib import Path
 
 import pytest
@@ -25,7 +23,6 @@ from nnrag_tui.engine.config import parse_config  # noqa: E402
 from nnrag_tui.engine.extractor import BlockExtractor  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-TORCHVISION = "torchvision==0.29.1"
 STAND_INS = ["--blank", "torchvision._meta_registrations", "--stub", "PIL"]
 
 # residual, inverted-residual and inception blocks, a transformer block, whole networks built
@@ -45,25 +42,6 @@ BLOCKS = [
 ]
 
 
-def _torchvision_sources(tmp: Path) -> Path:
-    """torchvision's unpacked wheel: $NNRAG_TORCHVISION_SRC, bench/.corpora/torchvision when it
-    is 0.29.1, else downloaded from PyPI (skipped when the registry cannot be reached)."""
-    for cand in (os.environ.get("NNRAG_TORCHVISION_SRC"), ROOT / "bench" / ".corpora" /
-                 "torchvision"):
-        version = Path(cand or "") / "torchvision" / "version.py"
-        if cand and version.is_file() and "0.29.1" in version.read_text():
-            return Path(cand)
-    dl = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps",
-                         TORCHVISION, "-d", str(tmp / "dl")], capture_output=True, text=True)
-    wheels = list((tmp / "dl").glob("torchvision-*.whl"))
-    if dl.returncode != 0 or not wheels:
-        pytest.skip(f"cannot download {TORCHVISION} from the package registry: "
-                    f"{dl.stderr[-300:]}")
-    with zipfile.ZipFile(wheels[0]) as z:
-        z.extractall(tmp / "torchvision")
-    return tmp / "torchvision"
-
-
 def _differential(src: Path, jobs: list[dict]) -> list[dict]:
     proc = subprocess.run(
         [sys.executable, "-I", str(ROOT / "bench" / "differential.py"), "--path", str(src),
@@ -75,9 +53,9 @@ def _differential(src: Path, jobs: list[dict]) -> list[dict]:
 
 
 @pytest.fixture(scope="module")
-def extracted(tmp_path_factory):
+def extracted(tmp_path_factory, torchvision_source):
     tmp = tmp_path_factory.mktemp("tvfaith")
-    src = _torchvision_sources(tmp)
+    src = torchvision_source
     cfg = parse_config({"torchvision": {"path": str(src), "paths": ["torchvision"]}})
     jobs = {}
     with BlockExtractor(cfg, cache_dir=tmp / "cache", data_dir=tmp / "data") as ex:

@@ -15,19 +15,16 @@ from pathlib import Path
 import pytest
 from helpers import dump_index
 from reliability_helpers import (
-    TIMM_LAYERS,
     check_database,
     cli_env,
     finish,
     read_until,
-    real_module_dir,
     run_cli,
     spawn_cli,
 )
 
 from nnrag_tui.engine.extractor import INDEX_FILE, BlockExtractor
 
-TIMM = TIMM_LAYERS.parent
 WAITING = "nnrag: waiting for another nnrag process that is indexing this cache"
 
 
@@ -37,19 +34,13 @@ def clean(err: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def corpus(tmp_path_factory) -> Path:
-    """Real code big enough that indexing takes a few seconds: timm's layers and models
-    (or torch.nn.modules twice over when timm's sources are not here)."""
+def corpus(tmp_path_factory, timm_source) -> Path:
+    """Real code big enough that indexing takes a few seconds: timm's layers and models."""
     root = tmp_path_factory.mktemp("concurrency") / "corpus"
-    if (TIMM / "models").is_dir():
-        for sub in ("layers", "models"):
-            shutil.copytree(TIMM / sub, root / "timm" / sub,
-                            ignore=shutil.ignore_patterns("__pycache__"))
-        (root / "timm" / "__init__.py").write_text("")
-    else:
-        for sub in ("layers", "models"):
-            shutil.copytree(real_module_dir()[0], root / "timm" / sub,
-                            ignore=shutil.ignore_patterns("__pycache__"))
+    for sub in ("layers", "models"):
+        shutil.copytree(timm_source / "timm" / sub, root / "timm" / sub,
+                        ignore=shutil.ignore_patterns("__pycache__"))
+    (root / "timm" / "__init__.py").write_text("")
     return root
 
 

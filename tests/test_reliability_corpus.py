@@ -90,9 +90,9 @@ def run_indexer(tmp: Path, config: Path, cache: Path, workers: int = 1,
 
 
 @pytest.fixture(scope="module")
-def good_reference(tmp_path_factory) -> tuple[dict[str, bytes], set[str]]:
+def good_reference(tmp_path_factory, timm_source) -> tuple[dict[str, bytes], set[str]]:
     """The intact real modules, and the blocks an index of them alone finds."""
-    files = real_modules()
+    files = real_modules(timm_source)
     tmp = tmp_path_factory.mktemp("reference")
     write_package(tmp / "src" / "good", files)
     cfg = parse_config({"corpus": {"path": str(tmp / "src")}})

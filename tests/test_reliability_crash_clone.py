@@ -19,11 +19,10 @@ from pathlib import Path
 import pytest
 from helpers import dump_index, git, git_env, make_bare_repo
 from reliability_helpers import (
-    TIMM_LAYERS,
     check_database,
     cli_env,
     read_until,
-    real_module_dir,
+    timm_layers,
     run_cli,
     sigkill,
     spawn_cli,
@@ -36,12 +35,12 @@ KILLS = int(os.environ.get("NNRAG_RELIABILITY_KILLS", "50"))
 
 
 @pytest.fixture
-def remote(tmp_path, monkeypatch):
+def remote(tmp_path, monkeypatch, timm_source):
     """A bare repository holding a copy of real code, and the work tree that pushes to it."""
     git_env(tmp_path, monkeypatch)
     src = tmp_path / "seed"
-    shutil.copytree(TIMM_LAYERS if TIMM_LAYERS.is_dir() else real_module_dir()[0],
-                    src / "layers", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(timm_layers(timm_source), src / "layers",
+                    ignore=shutil.ignore_patterns("__pycache__"))
     (src / "layers" / "__init__.py").touch()
     (src / "docs").mkdir()
     (src / "docs" / "notes.py").write_text("NOTE = 1\n")

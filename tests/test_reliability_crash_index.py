@@ -19,12 +19,11 @@ from pathlib import Path
 from helpers import dump_index
 from reliability_helpers import (
     ROOT,
-    TIMM_LAYERS,
     check_database,
     cli_env,
     descendants,
     read_until,
-    real_module_dir,
+    timm_layers,
     run_cli,
     sigkill,
     spawn_cli,
@@ -36,10 +35,10 @@ KILLS = int(os.environ.get("NNRAG_RELIABILITY_KILLS", "50"))
 BLOCK = "\n\nclass Added{n}(nn.Module):\n    def forward(self, x):\n        return x + {n}\n"
 
 
-def make_corpus(dest: Path) -> Path:
-    """A copy of real code: timm's layers (69 modules) or the installed torch.nn.modules."""
-    src = TIMM_LAYERS if TIMM_LAYERS.is_dir() else real_module_dir()[0]
-    shutil.copytree(src, dest / "layers", ignore=shutil.ignore_patterns("__pycache__"))
+def make_corpus(dest: Path, timm_source: Path) -> Path:
+    """A copy of real code: timm's layers (69 modules)."""
+    shutil.copytree(timm_layers(timm_source), dest / "layers",
+                    ignore=shutil.ignore_patterns("__pycache__"))
     if not (dest / "layers" / "__init__.py").exists():
         (dest / "layers" / "__init__.py").write_text("")
     return dest
@@ -77,8 +76,9 @@ class Churn:
             back.rename(self.root / "layers" / back.name)
 
 
-def test_sigkill_during_indexing_then_the_next_run_equals_an_uninterrupted_one(tmp_path):
-    corpus = make_corpus(tmp_path / "corpus")
+def test_sigkill_during_indexing_then_the_next_run_equals_an_uninterrupted_one(tmp_path,
+                                                                              timm_source):
+    corpus = make_corpus(tmp_path / "corpus", timm_source)
     config = tmp_path / "config.json"
     config.write_text(json.dumps({"corpus": {"path": str(corpus)}}))
     cache = tmp_path / "cache"
@@ -142,8 +142,9 @@ with BlockExtractor(sys.argv[1], cache_dir=sys.argv[2], workers=1) as ex:
 '''
 
 
-def test_killed_after_the_last_commit_before_discovery_rediscovers_next_time(tmp_path):
-    corpus = make_corpus(tmp_path / "corpus")
+def test_killed_after_the_last_commit_before_discovery_rediscovers_next_time(tmp_path,
+                                                                             timm_source):
+    corpus = make_corpus(tmp_path / "corpus", timm_source)
     config = tmp_path / "config.json"
     config.write_text(json.dumps({"corpus": {"path": str(corpus)}}))
     cache = tmp_path / "cache"
