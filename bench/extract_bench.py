@@ -12,6 +12,7 @@ Usage: python bench/extract_bench.py [--corpora DIR] [--out bench/results/extrac
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import statistics
 import subprocess
@@ -141,6 +142,16 @@ def run(names: list[str], ex: BlockExtractor, outdir: Path) -> dict:
     }
 
 
+# Light third-party packages that timm's own blocks import beside torch (timm.data's transforms
+# import Pillow): a file that needs one imports only where it is installed
+# (``scripts/install.sh bench``); timm and torchvision themselves never import here.
+BENCH_PACKAGES = {"PIL": "pillow", "numpy": "numpy"}
+
+
+def missing_packages() -> list[str]:
+    return [pkg for mod, pkg in BENCH_PACKAGES.items() if importlib.util.find_spec(mod) is None]
+
+
 def timm_bench_args(report: str) -> argparse.Namespace:
     """The options of a benchmark over the 100-block list and every timm block: where the
     corpora are (downloaded if missing), the block list, the report file (``report`` in
@@ -158,7 +169,11 @@ def main() -> None:
     corp = corpora(Path(args.corpora).resolve())
     cfg = timm_config(corp)
     speed = cpu_speed()  # the machine is shared: how fast it runs now (see bench/measure.py)
-    report: dict = {"cpu_speed_loop_s": speed}
+    report: dict = {"cpu_speed_loop_s": speed, "missing_packages": missing_packages()}
+    if report["missing_packages"]:
+        print(f"extract_bench: {', '.join(report['missing_packages'])} not installed here: the "
+              "blocks that import them count as import failures (scripts/install.sh bench)",
+              file=sys.stderr)
     with tempfile.TemporaryDirectory() as tmp:
         ex = BlockExtractor(cfg, cache_dir=Path(tmp) / "cache", data_dir=Path(tmp) / "data")
         ex.index()
