@@ -18,6 +18,11 @@ SEARCH_HELP = (
     "first, then prefixes, substrings, and letters in order (mha finds MultiheadAttention). "
     "Several words must all match; a word with a dot or colon is a path (timm.layers)."
 )
+TABLE_HELP = (
+    "The table's lines are the class's own lines upstream. The regenerated file, the class with "
+    "every definition it needs and the provenance header, is longer: its size is under the "
+    "preview."
+)
 
 
 class HelpScreen(ModalScreen[None]):
@@ -46,6 +51,7 @@ class HelpScreen(ModalScreen[None]):
                         text += Content.assemble("\n", (tooltip, "$foreground-muted"))
                     yield Static(text, classes="help-text")
             yield Static(Content.styled(SEARCH_HELP, "$foreground-muted"), id="help-search")
+            yield Static(Content.styled(TABLE_HELP, "$foreground-muted"), id="help-table")
             if self.settings:
                 yield Static(Content.styled(self.settings, "$foreground-muted"),
                              id="help-settings")

@@ -1,5 +1,5 @@
-"""The results table: one row per block (name, category, repository, lines, validation status,
-module), a mark column for acting on several blocks at once.
+"""The results table: one row per block (name, category, repository, the class's own lines
+upstream, validation status, module), a mark column for acting on several blocks at once.
 
 A Line API widget that renders only the visible rows, so replacing 20k rows is a list
 assignment. (Textual's DataTable measures every cell when rows change: 20k rows cost about
