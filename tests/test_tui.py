@@ -358,6 +358,8 @@ def test_help_lists_the_keys(corpus: Path, tmp_path: Path) -> None:
                 assert words in text, words
             settings = str(app.screen.query_one("#help-settings", Static).content)
             assert str(tmp_path / "settings" / "settings.json") in settings
+            table = str(app.screen.query_one("#help-table", Static).content)
+            assert "lines are the class's own lines upstream" in table
             await pilot.press("escape")
             await pilot.pause()
             assert isinstance(app.screen, LibraryScreen)
