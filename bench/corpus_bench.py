@@ -59,7 +59,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         cache = Path(args.cache_dir) if args.cache_dir else Path(tmp) / "cache"
         ex = BlockExtractor(cfg, cache_dir=cache, data_dir=Path(tmp) / "data")
-        ex.index()
+        for src in ex.index().sources:
+            if src.get("error"):
+                print(f"{src['name']}: not indexed: {src['error']}", file=sys.stderr)
         roots = ex.store.source_roots()
         for repo in args.repo or [s.name for s in cfg.sources]:
             if repo not in roots:
@@ -67,6 +69,7 @@ def main() -> None:
                 continue
             keys = [b.key for b in ex.blocks(repo=repo)]
             if not keys:
+                print(f"{repo}: no blocks", file=sys.stderr)
                 continue
             r = run(keys, ex, Path(tmp) / "extract" / repo)
             jobs, failed = jobs_for(ex, keys, Path(tmp) / "faithful" / repo)

@@ -1,6 +1,6 @@
 """Soak: index, extract and validate every block of timm + torchvision (sources under
-bench/.corpora, fetched when missing) + the installed torch.nn, several rounds in one process, and watch what a long
-session would leak.
+bench/.corpora, fetched when missing) + the installed torch.nn, several rounds in one
+process, and watch what a long session would leak.
 
 Each round indexes into a fresh cache (so every round does the same work: a cold index), lists
 every block, extracts each one, and validates each generated file through one sandbox that

@@ -1,0 +1,69 @@
+"""bench/differential.py, the faithfulness harness behind the timm, torchvision and other-corpus
+figures: a weight upstream itself does not reproduce under the same seed (open_clip's
+``MultimodalTransformer.text_projection`` is ``nn.Parameter(torch.empty(...))``, filled only by
+an ``init_parameters`` the constructor never calls) is not held against the generated block,
+and a weight the generated block initialises differently still is."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+
+ROOT = Path(__file__).resolve().parents[1]
+
+UPSTREAM = '''\
+import time
+
+import torch
+from torch import nn
+
+
+class Stamped(nn.Module):
+    def __init__(self, width: int = 8):
+        super().__init__()
+        self.fc = nn.Linear(width, width)
+        # a value no seed reproduces, as uninitialised memory is
+        self.register_buffer("stamp", torch.tensor(float(time.perf_counter_ns())))
+
+    def forward(self, x):
+        return self.fc(x) + self.stamp
+'''
+
+
+def compare(tmp_path: Path, generated: str) -> dict:
+    pkg = tmp_path / "src" / "pkgd"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "blocks.py").write_text(UPSTREAM)
+    gen = tmp_path / "Stamped.py"
+    gen.write_text(generated)
+    proc = subprocess.run(
+        [sys.executable, "-I", str(ROOT / "bench" / "differential.py"), "--path",
+         str(tmp_path / "src")],
+        input=json.dumps({"key": "pkgd.blocks:Stamped", "file": str(gen)}) + "\n",
+        capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return json.loads(proc.stdout)
+
+
+def test_a_weight_upstream_does_not_reproduce_is_not_compared(tmp_path):
+    r = compare(tmp_path, UPSTREAM)
+    assert r["verdict"] == "same", r
+    assert {"init", "eval", "train"} <= set(r["checked"]), r
+    assert any("stamp" in n and "does not reproduce" in n for n in r["notes"]), r
+
+
+def test_a_weight_initialised_differently_still_differs(tmp_path):
+    edited = UPSTREAM.replace("        self.register_buffer(",
+                              "        nn.init.zeros_(self.fc.bias)\n"
+                              "        self.register_buffer(")
+    assert edited != UPSTREAM
+    r = compare(tmp_path, edited)
+    assert r["verdict"] == "differs", r
+    assert "initial weights differ" in r["reason"] and "fc.bias" in r["reason"], r
