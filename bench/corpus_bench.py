@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import importlib.util
 import json
 import sys
 import tempfile
@@ -42,6 +43,15 @@ from nnrag_tui.engine.extractor import BlockExtractor  # noqa: E402
 DEFAULT_STUBS = ("torchvision", "torchaudio", "cv2", "ultralytics", "ema_pytorch", "accelerate",
                  "pandas", "requests", "yaml", "PIL", "matplotlib", "seaborn", "scipy", "thop",
                  "pytorch_fid", "psutil", "IPython", "git")
+# installed or not, these never import beside the CPU torch
+ALWAYS_STUBBED = ("torchvision", "torchaudio")
+
+
+def default_stubs() -> tuple[str, ...]:
+    """The stand-ins this machine needs: a default package that is installed is the real one
+    (numba checks scipy's version when it imports)."""
+    return tuple(p for p in DEFAULT_STUBS
+                 if p in ALWAYS_STUBBED or importlib.util.find_spec(p) is None)
 
 
 def main() -> None:
@@ -75,7 +85,7 @@ def main() -> None:
             jobs, failed = jobs_for(ex, keys, Path(tmp) / "faithful" / repo)
             t = time.perf_counter()
             results = differential(jobs, [Path(roots[repo]["root"]), *map(Path, args.path)],
-                                   args.timeout, DEFAULT_STUBS + tuple(args.stub))
+                                   args.timeout, default_stubs() + tuple(args.stub))
             r["faithful"] = summary(results, failed) | {
                 "wall_s": round(time.perf_counter() - t, 1), "results": results}
             r["source"] = {k: roots[repo].get(k) for k in ("origin", "commit", "version")}

@@ -214,6 +214,7 @@ class _ClosureBuilder:
                     future.append(f)
         self.note_lazy_annotations(nodes, future)
         self.note_unindexed_imports()
+        self.note_deferred_modules(nodes)
         return Closure(self.block, nodes, self.modules, self.entries, self.deps,
                        self.externals, out_names, self.refs, self.chains, self.guarded,
                        self.unresolved, self.notes, sorted(future))
@@ -232,6 +233,35 @@ class _ClosureBuilder:
                 "`from __future__ import annotations` applies to the whole file: the "
                 f"annotations of definitions from {', '.join(eager)} are strings here, not "
                 "evaluated objects (typing.get_type_hints resolves them)")
+
+    def note_deferred_modules(self, nodes: list[NodeId]) -> None:
+        """A module upstream imports only inside functions (whisper's ``timing.py``: ``def
+        median_filter(...): from .triton_ops import median_filter_cuda``) runs its module-level
+        code when such a function is first called; inlined, that code runs when the file is
+        imported. Where it is more than definitions (``try: import triton except ImportError:
+        raise RuntimeError(...)``), the file may fail to import where upstream's module does
+        not: said in the header."""
+        incoming: dict[tuple[str, str], list[Dependency]] = {}
+        for d in self.deps:
+            if d.kind != "definition":
+                continue
+            for key in {n[0] for n in d.nodes if n[0] != d.user[0]}:
+                incoming.setdefault(key, []).append(d)
+        for key, edges in incoming.items():
+            if key == self.entry.key or any(d.how != "local-import" for d in edges):
+                continue
+            ms = self.modules[key]
+            code = [ms.stmts[i] for k, i in nodes if k == key
+                    and ms.stmts[i].kind in ("compound", "other")]
+            if not code:
+                continue
+            first = min(edges, key=lambda d: (d.user, d.name))
+            user = self.entries[first.user[0]].module
+            lines = ", ".join(f"{st.line}-{st.end_line}" for st in code)
+            self.notes.append(
+                f"{self.entries[key].facts.relpath} is imported only inside functions upstream "
+                f"({user}: `{first.name}`), so its module-level code ran at the first call; "
+                f"here its lines {lines} run when this file is imported")
 
     def note_unindexed_imports(self) -> None:
         """Imports of an indexed package's modules that its ``paths`` leave out (a source
