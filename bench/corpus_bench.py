@@ -8,8 +8,8 @@ against its upstream class: same, differs or not comparable; bench/differential.
 
 The upstream classes are imported from the indexed sources themselves; packages that the
 sources import but this machine lacks can be replaced by stand-ins (--stub PKG, repeatable),
-and other source roots put on the path (--path DIR, e.g. the timm sources that Swin-Transformer
-imports). A file that imports a missing third-party package fails the import figure: that
+and other source roots put on the path (the other repositories of the configuration, and
+--path DIR, e.g. the timm sources that Swin-Transformer imports). A file that imports a missing third-party package fails the import figure: that
 figure says what this machine has, the undefined-name and faithfulness figures do not depend
 on it.
 
@@ -84,8 +84,11 @@ def main() -> None:
             r = run(keys, ex, Path(tmp) / "extract" / repo)
             jobs, failed = jobs_for(ex, keys, Path(tmp) / "faithful" / repo)
             t = time.perf_counter()
-            results = differential(jobs, [Path(roots[repo]["root"]), *map(Path, args.path)],
-                                   args.timeout, default_stubs() + tuple(args.stub))
+            # the repository's own root first, then the others the configuration indexes
+            # (mae's models import timm, configured beside it)
+            path = [Path(roots[repo]["root"])] + [Path(r["root"]) for name, r in roots.items()
+                                                  if name != repo] + list(map(Path, args.path))
+            results = differential(jobs, path, args.timeout, default_stubs() + tuple(args.stub))
             r["faithful"] = summary(results, failed) | {
                 "wall_s": round(time.perf_counter() - t, 1), "results": results}
             r["source"] = {k: roots[repo].get(k) for k in ("origin", "commit", "version")}
