@@ -9,9 +9,9 @@ against its upstream class: same, differs or not comparable; bench/differential.
 The upstream classes are imported from the indexed sources themselves; packages that the
 sources import but this machine lacks can be replaced by stand-ins (--stub PKG, repeatable),
 and other source roots put on the path (the other repositories of the configuration, and
---path DIR, e.g. the timm sources that Swin-Transformer imports). A file that imports a missing third-party package fails the import figure: that
-figure says what this machine has, the undefined-name and faithfulness figures do not depend
-on it.
+--path DIR, e.g. the timm sources that Swin-Transformer imports). A file that imports a missing
+third-party package fails the import figure: that figure says what this machine has, the
+undefined-name and faithfulness figures do not depend on it.
 
 Usage: python bench/corpus_bench.py --config sample_configs/other_repos.json
            [--repo NAME ...] [--stub PKG ...] [--path DIR ...] [--out bench/results/corpora.json]
@@ -86,8 +86,9 @@ def main() -> None:
             t = time.perf_counter()
             # the repository's own root first, then the others the configuration indexes
             # (mae's models import timm, configured beside it)
-            path = [Path(roots[repo]["root"])] + [Path(r["root"]) for name, r in roots.items()
-                                                  if name != repo] + list(map(Path, args.path))
+            path = [Path(roots[repo]["root"])] + [
+                Path(other["root"]) for name, other in roots.items() if name != repo
+            ] + list(map(Path, args.path))
             results = differential(jobs, path, args.timeout, default_stubs() + tuple(args.stub))
             r["faithful"] = summary(results, failed) | {
                 "wall_s": round(time.perf_counter() - t, 1), "results": results}
