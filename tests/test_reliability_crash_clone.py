@@ -22,10 +22,10 @@ from reliability_helpers import (
     check_database,
     cli_env,
     read_until,
-    timm_layers,
     run_cli,
     sigkill,
     spawn_cli,
+    timm_layers,
 )
 
 from nnrag_tui.engine.extractor import INDEX_FILE

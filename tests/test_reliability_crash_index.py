@@ -23,10 +23,10 @@ from reliability_helpers import (
     cli_env,
     descendants,
     read_until,
-    timm_layers,
     run_cli,
     sigkill,
     spawn_cli,
+    timm_layers,
 )
 
 from nnrag_tui.engine.extractor import INDEX_FILE
