@@ -495,6 +495,49 @@ def test_memory_limit_binds_the_whole_process_tree():
     assert left == []
 
 
+@pytest.mark.skipif(not ROOT, reason="a private /tmp needs a mount namespace (root)")
+def test_an_interpreter_under_tmp_still_imports_its_packages(tmp_path):
+    """A venv under /tmp (a checkout's .venv there) keeps its packages behind the child's
+    private /tmp: a block importing one that the worker had not imported got
+    "No module named 'einops'", which validation then blamed on the installed einops."""
+    import importlib.util
+    import subprocess
+
+    if not str(tmp_path.resolve()).startswith("/tmp/"):
+        pytest.skip("pytest's temporary directory is not under /tmp here")
+    env_dir = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(env_dir)], check=True,
+                   timeout=120)
+    site = next((env_dir / "lib").glob("python3*/site-packages"))
+    torch_dir = next(iter(importlib.util.find_spec("torch").submodule_search_locations))
+    (site / "torch_here.pth").write_text(str(Path(torch_dir).resolve().parent) + "\n")
+    (site / "nnrag_probe_pkg").mkdir()
+    (site / "nnrag_probe_pkg" / "__init__.py").write_text("VALUE = 41\n")
+    with Sandbox(python=str(env_dir / "bin" / "python"),
+                 limits=SandboxLimits(import_timeout=20.0, setup_timeout=60.0)) as sb:
+        res = run(sb, """
+            import nnrag_probe_pkg
+            from torch import nn
+
+            class Probe(nn.Module):
+                def forward(self, x):
+                    return x + nnrag_probe_pkg.VALUE
+
+            assert nnrag_probe_pkg.VALUE == 41
+            """, name="Probe")
+        assert res.protections["private_tmp"], res.protections
+        assert end(res, "import")["ok"], res.events
+        # only the interpreter is bound back: what lies beside it stays out of reach
+        beside = tmp_path / "beside.txt"
+        beside.write_text("not for blocks")
+        res = run(sb, f"""
+            import os
+            assert not os.path.exists({str(beside)!r})
+            assert os.path.isdir({str(site)!r})
+            """)
+        assert end(res, "import")["ok"], res.events
+
+
 def test_an_interpreter_without_torch_is_a_clear_error_at_once(tmp_path):
     # a real interpreter that cannot import torch: a venv that does not see the base's
     # site-packages (torch lives in the base or in the test venv, never in this one)

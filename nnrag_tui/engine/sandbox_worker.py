@@ -125,6 +125,7 @@ class Worker:
         self.pending: list[tuple[int, _TreeLimits]] = []  # said done, not reaped yet
         self.jobs = 0
         self.hidden: list[tuple[str, list[str]]] = []
+        self.tmp_binds: list[str] = []  # interpreter directories the private /tmp would hide
 
     def warm(self) -> dict:
         t = time.perf_counter()
@@ -158,6 +159,7 @@ class Worker:
         except OSError:
             self.pidns_fd = None
         self.hidden = _hidden_roots(self.config.get("home"))
+        self.tmp_binds = _topmost_inside(os.path.realpath(SANDBOX_TMP), _interpreter_dirs())
         # Everything imported so far is permanent: the children's garbage collector never
         # walks it, so it never writes to (and copies) the parent's pages.
         gc.collect()
@@ -596,13 +598,25 @@ def _signame(sig: int) -> str:
         return f"signal {sig}"
 
 
+def _interpreter_dirs() -> list[str]:
+    """Where the interpreter and its packages live (what a child must still see: it imports
+    what the worker did not import before forking)."""
+    return sorted({os.path.realpath(p) for p in
+                   (sys.prefix, sys.exec_prefix, sys.base_prefix, *sys.path)
+                   if p and os.path.isdir(p)})
+
+
+def _topmost_inside(root: str, paths: list[str]) -> list[str]:
+    """The paths strictly inside ``root`` that no other of them contains."""
+    inside = [p for p in paths if p.startswith(root.rstrip("/") + "/")]
+    return [p for p in inside if not any(p != q and p.startswith(q + "/") for q in inside)]
+
+
 def _hidden_roots(home: str | None) -> list[tuple[str, list[str]]]:
     """Directories to cover with an empty tmpfs in the child (home directories and any
     directory the sandbox user could not traverse), each with the interpreter directories
     below it that must be bound back so that imports keep working."""
-    needed = {os.path.realpath(p) for p in
-              (sys.prefix, sys.exec_prefix, sys.base_prefix, *sys.path) if p and os.path.isdir(p)}
-    needed_sorted = sorted(needed)
+    needed_sorted = _interpreter_dirs()
     roots: set[str] = set()
     for cand in ("/root", "/home", home):
         if cand:
@@ -624,11 +638,9 @@ def _hidden_roots(home: str | None) -> list[tuple[str, list[str]]]:
     top = [r for r in sorted(roots) if not any(r != o and r.startswith(o + "/") for o in roots)]
     out = []
     for r in top:
-        inside = [p for p in needed_sorted if p == r or p.startswith(r + "/")]
-        if r in inside:
+        if r in needed_sorted:
             continue  # the interpreter itself lives here: cannot hide it
-        binds = [p for p in inside if not any(p != q and p.startswith(q + "/") for q in inside)]
-        out.append((r, binds))
+        out.append((r, _topmost_inside(r, needed_sorted)))
     return out
 
 
@@ -842,6 +854,13 @@ def _private_mounts(job: dict, worker: Worker, prot: dict, in_pidns: bool) -> st
         for _, fd in fds:
             os.close(fd)
     work = None
+    # an interpreter (a venv, a checkout's .venv) under /tmp is bound back into the fresh one
+    tmp_fds = []
+    for path in worker.tmp_binds:
+        try:
+            tmp_fds.append((path, os.open(path, os.O_PATH | os.O_DIRECTORY)))
+        except OSError:
+            pass
     try:
         size = int(lim.get("tmpfs", 256 << 20))
         _mount("tmpfs", SANDBOX_TMP, "tmpfs", MS_NOSUID | MS_NODEV,
@@ -849,8 +868,17 @@ def _private_mounts(job: dict, worker: Worker, prot: dict, in_pidns: bool) -> st
         os.mkdir(WORKDIR, 0o700)
         work = WORKDIR
         prot["private_tmp"] = True
+        for path, fd in tmp_fds:
+            try:
+                os.makedirs(path, mode=0o755, exist_ok=True)
+                _mount(f"/proc/self/fd/{fd}", path, None, MS_BIND | MS_REC)
+                _mount(None, path, None, MS_REMOUNT | MS_BIND | MS_RDONLY)
+            except OSError as exc:
+                prot["notes"].append(f"{path} not bound back into /tmp: {exc.strerror}")
     except OSError as exc:
         prot["notes"].append(f"no private /tmp: {exc.strerror}")
+    for _, fd in tmp_fds:
+        os.close(fd)
     if os.path.isdir("/dev/shm"):
         try:
             _mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
