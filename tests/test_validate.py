@@ -908,6 +908,21 @@ def test_classify(stage, error, kind):
     assert taxonomy.classify(stage, error).kind == kind
 
 
+def test_an_installed_package_the_block_cannot_import_is_not_called_missing():
+    """pyflakes is installed where nnrag runs (a dependency): when the block's interpreter
+    cannot import it, the summary says that, not that pyflakes lacks pyflakes."""
+    whole = taxonomy.classify("import", {"type": "ModuleNotFoundError", "module": "pyflakes",
+                                         "message": "No module named 'pyflakes'"})
+    assert whole.kind == "missing_external"
+    assert whole.summary.startswith("pyflakes cannot be imported where the block runs, though "
+                                    "pyflakes ")
+    assert "is installed here" in whole.summary
+    part = taxonomy.classify("import", {"type": "ModuleNotFoundError",
+                                        "module": "pyflakes.not_there",
+                                        "message": "No module named 'pyflakes.not_there'"})
+    assert part.summary.startswith("pyflakes.not_there is not in the installed pyflakes ")
+
+
 def test_classify_without_an_error():
     assert taxonomy.classify("forward", None, killed={"reason": "timeout", "stage": "forward",
                                                       "after": 2.0}).kind == "timeout"

@@ -308,7 +308,11 @@ def _from_import_error(stage, error, msg, base, frames) -> Cause:
     top = module.split(".")[0] if module else ""
     dist = distribution_for(module) if module else None
     installed = _version(dist) if dist and top in _installed() else None
-    if installed:
+    if installed and module == top:
+        # installed where nnrag runs, yet the package itself is not found where the block ran
+        summary = (f"{module} cannot be imported where the block runs, though {dist} "
+                   f"{installed} is installed here (the sandbox's interpreter does not see it)")
+    elif installed:
         summary = f"{module} is not in the installed {dist} {installed}"
     else:
         summary = f"missing package: {module or msg[:200]}" + (f" (pip install {dist})"
