@@ -124,6 +124,10 @@ MUST = {
         "# note: lipkg/fastops.py is imported only inside functions upstream (lipkg.lazy: "
         "`fast_scale`), so its module-level code ran at the first call; here its lines 3-6 run "
         "when this file is imported"],
+    ("guarded_clash", "Net"): [
+        "    import nnrag_missing_accel as nnrag_missing_accel_acts  # optional kernels",
+        "            return nnrag_missing_accel_acts.act(x)\n",
+        "guarded import of `nnrag_missing_accel` binds `nnrag_missing_accel_acts` (renamed)"],
     ("future_mix", "Net"): [
         "from __future__ import annotations\n",
         "the annotations of definitions from fmpkg/net.py are strings here"],

@@ -232,7 +232,7 @@ class _Walker:
             if node.value is not None:
                 self.visit(node.value, table)
             return
-        if isinstance(node, (ast.Import, ast.ImportFrom)) and self.guarded:
+        if isinstance(node, (ast.Import, ast.ImportFrom)) and (self.guarded or self.renames):
             self.visit_import(node, table.get_type() == "module")
             return
         for child in ast.iter_child_nodes(node):
@@ -297,7 +297,9 @@ class _Walker:
     def visit_import(self, node: ast.Import | ast.ImportFrom, module_level: bool) -> None:
         """A corpus import whose definition is inlined: dropped, or ``bound = name`` where the
         inlined name differs. At module level (inside a kept ``try``/``if``) the bound name
-        itself may be renamed; inside a function it is a local and keeps its name."""
+        itself may be renamed; inside a function it is a local and keeps its name. An external
+        import there whose name is renamed (two modules' ``if npu: import torch_npu``) binds
+        the new name: ``import torch_npu as torch_npu_activations``."""
         keep: list[ast.alias] = []
         where = "" if module_level else " inside a function"
         what = "guarded import" if module_level else "import"
@@ -308,7 +310,17 @@ class _Walker:
                                      else alias.name.split(".")[0])
             key = (node.lineno, bound)
             if key not in self.guarded:
-                keep.append(alias)
+                new = self.renames.get(bound, bound) if module_level else bound
+                if new == bound:
+                    keep.append(alias)
+                    continue
+                changed = True
+                if isinstance(node, ast.Import) and not alias.asname and "." in alias.name:
+                    keep.append(alias)  # ``import a.b`` binds ``a``: the new name is ``a``
+                    assigns.append(f"{new} = {bound}")
+                else:
+                    keep.append(ast.alias(name=alias.name, asname=new))
+                self.ed.log.append(f"{what} of `{bound}` binds `{new}` (renamed)")
                 continue
             changed = True
             source = self.guarded[key]
