@@ -816,15 +816,7 @@ def _private_mounts(job: dict, worker: Worker, prot: dict, in_pidns: bool) -> st
     lim = job.get("limits", {})
     mounts = _mountinfo()
     # bind sources must be opened before they get covered
-    bind_fds = []
-    for hidden, binds in worker.hidden:
-        fds = []
-        for b in binds:
-            try:
-                fds.append((b, os.open(b, os.O_PATH | os.O_DIRECTORY)))
-            except OSError:
-                pass
-        bind_fds.append((hidden, fds))
+    bind_fds = [(hidden, _open_dirs(binds)) for hidden, binds in worker.hidden]
     # read-only: / and every ordinary mount below it
     ro_ok = True
     for mnt, fstype, flags in mounts:
@@ -843,10 +835,7 @@ def _private_mounts(job: dict, worker: Worker, prot: dict, in_pidns: bool) -> st
         try:
             _mount("tmpfs", hidden, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=755")
             for path, fd in fds:
-                target = path
-                os.makedirs(target, mode=0o755, exist_ok=True)
-                _mount(f"/proc/self/fd/{fd}", target, None, MS_BIND | MS_REC)
-                _mount(None, target, None, MS_REMOUNT | MS_BIND | MS_RDONLY)
+                _bind_back(path, fd)
             _mount(None, hidden, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
             prot["hidden"].append(hidden)
         except OSError as exc:
@@ -855,12 +844,7 @@ def _private_mounts(job: dict, worker: Worker, prot: dict, in_pidns: bool) -> st
             os.close(fd)
     work = None
     # an interpreter (a venv, a checkout's .venv) under /tmp is bound back into the fresh one
-    tmp_fds = []
-    for path in worker.tmp_binds:
-        try:
-            tmp_fds.append((path, os.open(path, os.O_PATH | os.O_DIRECTORY)))
-        except OSError:
-            pass
+    tmp_fds = _open_dirs(worker.tmp_binds)
     try:
         size = int(lim.get("tmpfs", 256 << 20))
         _mount("tmpfs", SANDBOX_TMP, "tmpfs", MS_NOSUID | MS_NODEV,
@@ -870,9 +854,7 @@ def _private_mounts(job: dict, worker: Worker, prot: dict, in_pidns: bool) -> st
         prot["private_tmp"] = True
         for path, fd in tmp_fds:
             try:
-                os.makedirs(path, mode=0o755, exist_ok=True)
-                _mount(f"/proc/self/fd/{fd}", path, None, MS_BIND | MS_REC)
-                _mount(None, path, None, MS_REMOUNT | MS_BIND | MS_RDONLY)
+                _bind_back(path, fd)
             except OSError as exc:
                 prot["notes"].append(f"{path} not bound back into /tmp: {exc.strerror}")
     except OSError as exc:
@@ -892,6 +874,25 @@ def _private_mounts(job: dict, worker: Worker, prot: dict, in_pidns: bool) -> st
         except OSError as exc:
             prot["notes"].append(f"host /proc visible: {exc.strerror}")
     return work
+
+
+def _open_dirs(paths: list[str]) -> list[tuple[str, int]]:
+    """Handles on directories about to be covered by a mount (bind sources must be opened
+    before they are covered); one that cannot be opened is left out."""
+    fds = []
+    for path in paths:
+        try:
+            fds.append((path, os.open(path, os.O_PATH | os.O_DIRECTORY)))
+        except OSError:
+            pass
+    return fds
+
+
+def _bind_back(path: str, fd: int) -> None:
+    """Binds the directory behind ``fd`` read-only at ``path`` inside a fresh tmpfs."""
+    os.makedirs(path, mode=0o755, exist_ok=True)
+    _mount(f"/proc/self/fd/{fd}", path, None, MS_BIND | MS_REC)
+    _mount(None, path, None, MS_REMOUNT | MS_BIND | MS_RDONLY)
 
 
 def _mountinfo() -> list[tuple[str, str, int]]:
