@@ -52,6 +52,7 @@ PROBE = {
     "star_noall": (2, 3),
     "scopes": (2, 4),
     "decorators": (2, 4),
+    "class_registry": (2, 4, 8),
 }
 DEFAULT_PROBE = (2, 8)
 
@@ -102,6 +103,18 @@ MUST = {
     ("registry", "Net"): ['@register_model\nclass Net(', '@register_act("double")\ndef double(',
                           '_ACTS["tanh"] = torch.tanh', "@register_model\nclass Tiny("],
     ("registry", "Plain"): ["@register_model\nclass Plain(", "_model_entrypoints = {}"],
+    ("class_registry", "AttnNet"): [
+        "@_BackendRegistry.register(Backend.NATIVE, constraints=[_check_shape])\n"
+        "def _native_attention(",
+        "@_BackendRegistry.register(Backend.MATH)\ndef _math_attention(", "def _scale(",
+        "def _check_shape(", "_BackendRegistry._backends[Backend.SCALED] = _scaled_attention\n",
+        "def _scaled_attention(", "_BackendRegistry._backends[Backend.SCALED] = _scaled_attention\n",
+        '_BackendRegistry._arg_names[Backend.SCALED] = {"query", "key"}'],
+    ("class_registry", "TableNet"): ["class _KernelTable:", "kernels = {}"],
+    ("self_shadow", "Net"): ["class Output(Output_outputs):", "def gelu(x, _impl=gelu_outputs):",
+                             "class Output_outputs:", "out = Output(self.fc(x))",
+                             "shpkg/net.py:6: renamed `Output` -> `Output_outputs`"],
+    ("self_shadow", "Clone"): ["class Output(Output_outputs):", "        return Output(self.sample)"],
     ("scopes", "Net"): ["width = 3\n", "scale = 2.0\n", "_depth = 4\n", "global _calls",
                         "    gain = scale  #", "    scale = 3.0  #",
                         "nonlocal total"],
@@ -154,6 +167,11 @@ MUST_NOT = {
     ("cycles", "Net"): ["odd.", "even.", "from . import"],
     ("registry", "Net"): ["def unrelated", "class NotRegistered"],
     ("registry", "Plain"): ["class Tiny", "class Net", "def double", "_ACTS"],
+    ("class_registry", "AttnNet"): ["_KernelTable", "_unrelated_kernel", "unrelated_functional"],
+    ("class_registry", "TableNet"): ["_unrelated_kernel", "unrelated_functional",
+                                     "_BackendRegistry", "_Counter"],
+    ("self_shadow", "Net"): ["class Output_outputs(Output_outputs)", "class Output(Output)",
+                             "renamed class `Output`", "renamed function `gelu`"],
     ("scopes", "Net"): ["e = 2.718", "gelu = \"the module-level", "unused_total"],
     ("local_import", "Net"): ["from .init", "from lipkg", "NotNeeded", "def unused",
                               "imported only inside functions"],

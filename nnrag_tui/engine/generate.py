@@ -57,7 +57,7 @@ class GeneratedBlock:
 def generate(closure: Closure, sources: dict[str, dict]) -> GeneratedBlock:
     block = closure.block
     definitions: list[Definition] = []
-    bodies: list[str] = []
+    body: list[str] = []
     refs_by_node: dict[NodeId, list[tuple[str, tuple]]] = {}
     for (user, name), key in closure.refs.items():
         refs_by_node.setdefault(user, []).append((name, key))
@@ -68,7 +68,7 @@ def generate(closure: Closure, sources: dict[str, dict]) -> GeneratedBlock:
         definitions.append(Definition(entry.source, entry.module, entry.facts.relpath, st.line,
                                       st.end_line, entry.facts.sha1, tuple(sorted(st.binds)),
                                       tuple(log)))
-        bodies.append(text.rstrip() + "\n")
+        body.append(text.rstrip() + "\n")
     exported = block.qualname.rsplit(".", 1)[-1]
     top = closure.out_names.get(("def", (block.source, block.module), closure.target_name),
                                 closure.target_name)
@@ -79,7 +79,7 @@ def generate(closure: Closure, sources: dict[str, dict]) -> GeneratedBlock:
     imports = _import_section(closure.future, list(closure.externals.values()))
     header = _header(closure, definitions, sources)
     parts = [header, imports] if imports else [header]
-    code = "\n".join(parts) + "\n\n" + "\n\n".join(bodies) + "\n\n" + "".join(tail)
+    code = "\n".join(parts) + "\n\n" + "\n\n".join(body) + "\n\n" + "".join(tail)
     ms = closure.modules[(block.source, block.module)]
     cls = find_class(ast.Module(body=[s.node for s in ms.stmts], type_ignores=[]),
                      block.qualname)
@@ -116,12 +116,14 @@ def _statement_text(closure: Closure, node: NodeId,
             renames[name] = out
     chains = {c: closure.out_names[k] for c, k in closure.chains.get(node, {}).items()
               if k in closure.out_names}
+    early = {name: closure.out_names[key] for (user, name), key in closure.early_refs.items()
+             if user == node and key in closure.out_names}
     guarded = {}
     for (user, line, bound), key in closure.guarded_imports.items():
         if user == node:
             guarded[(line - st.line + 1, bound)] = (
                 "" if key == UNUSED else closure.out_names.get(key) if key else None)
-    return rewrite_statement(text, renames, chains, guarded)
+    return rewrite_statement(text, renames, chains, guarded, early)
 
 
 def _import_section(future: list[str], externals: list[ExternalImport]) -> str:

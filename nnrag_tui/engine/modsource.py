@@ -305,9 +305,36 @@ def is_container_binding(node: ast.stmt) -> bool:
     return False
 
 
+def holds_container(node: ast.stmt) -> bool:
+    """A module-level container (``is_container_binding``), or a class that keeps one as a class
+    attribute (``class Registry: _backends = {}``), which ``@Registry.register(...)`` fills."""
+    if isinstance(node, ast.ClassDef):
+        return any(is_container_binding(st) for st in node.body)
+    return is_container_binding(node)
+
+
+def registered_values(node: ast.stmt) -> frozenset[str]:
+    """Names a registering statement only *stores*, as opposed to the key it registers under:
+    the keyword arguments of a decorator call (``@R.register(NATIVE, constraints=[_check])``)
+    and the right side of ``R[key] = fn``. A name that is also part of the key is not one."""
+    def names(exprs) -> set[str]:
+        return {n.id for e in exprs for n in ast.walk(e) if isinstance(n, ast.Name)}
+
+    if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+        calls = [d for d in node.decorator_list if isinstance(d, ast.Call)]
+        stored = names(k.value for c in calls for k in c.keywords)
+        keyed = names(e for d in node.decorator_list if not isinstance(d, ast.Call) for e in [d])
+        keyed |= names(e for c in calls for e in (c.func, *c.args))
+        return frozenset(stored - keyed)
+    if isinstance(node, ast.Assign) and all(isinstance(t, ast.Subscript) for t in node.targets):
+        return frozenset(names([node.value]) - names(node.targets))
+    return frozenset()
+
+
 def container_access(node: ast.stmt) -> tuple[frozenset[str], frozenset[str]]:
     """The names a statement reads as containers and the names it fills (``name[k] = v``,
-    ``del name[k]``, ``name.add(...)``, ``name.update(...)``, ``name |= ...``), in one pass.
+    ``del name[k]``, ``name.add(...)``, ``name.update(...)``, ``name |= ...``, and the same
+    through attributes: ``name.table[k] = v``, ``name.table.update(...)``), in one pass.
     Syntactic, not scope-aware: a heuristic for registries, said so where it is used."""
     parents: dict[ast.AST, ast.AST] = {}
     names: list[ast.Name] = []
@@ -326,9 +353,13 @@ def container_access(node: ast.stmt) -> tuple[frozenset[str], frozenset[str]]:
             continue
         if isinstance(sub.ctx, ast.Del):
             continue
-        item_store = isinstance(parent, ast.Subscript) and parent.value is sub and \
+        holder: ast.expr = sub  # the attribute chain ``name.a.b`` that starts at ``name``
+        while isinstance(parent, ast.Attribute) and parent.value is holder and \
+                parent.attr not in REGISTRY_WRITES:
+            holder, parent = parent, parents.get(parent)
+        item_store = isinstance(parent, ast.Subscript) and parent.value is holder and \
             isinstance(parent.ctx, (ast.Store, ast.Del))
-        mutator = isinstance(parent, ast.Attribute) and parent.value is sub and \
+        mutator = isinstance(parent, ast.Attribute) and parent.value is holder and \
             parent.attr in REGISTRY_WRITES and isinstance(parents.get(parent), ast.Call) and \
             parents[parent].func is parent  # type: ignore[attr-defined]
         if item_store or mutator:

@@ -20,7 +20,7 @@ from nnrag_tui.engine.bindings import ModuleEntry, ModuleIndex, Target
 from nnrag_tui.engine.errors import ResolutionError
 from nnrag_tui.engine.facts import Block, ImportRecord
 from nnrag_tui.engine.modsource import (ModuleSource, TopStmt, all_chains, bound_only_by_imports,
-                                        is_container_binding)
+                                        holds_container, registered_values)
 from nnrag_tui.engine.parse import resolve_relative
 
 ALWAYS_EXTERNAL = frozenset({"torch"})
@@ -97,6 +97,9 @@ class Closure:
     unresolved: list[tuple[str, str]] = field(default_factory=list)  # (name, "module:line")
     notes: list[str] = field(default_factory=list)  # ambiguous picks and other warnings
     future: list[str] = field(default_factory=list)
+    # (statement, name) -> binding, for reads that run before the statement binds that very
+    # name (``class Output(Output):``); ``refs`` holds the statement's own uses of it
+    early_refs: dict[tuple[NodeId, str], BindKey] = field(default_factory=dict)
 
     def stmt(self, node: NodeId) -> TopStmt:
         return self.modules[node[0]].stmts[node[1]]
@@ -151,6 +154,7 @@ class _ClosureBuilder:
         self.seen: set[NodeId] = set()
         self.deps: list[Dependency] = []
         self.refs: dict[tuple[NodeId, str], BindKey] = {}
+        self.early_refs: dict[tuple[NodeId, str], BindKey] = {}
         self.chains: dict[NodeId, dict[str, BindKey]] = {}
         self.guarded: dict[tuple[NodeId, int, str], BindKey | None] = {}
         self.externals: dict[str, ExternalImport] = {}
@@ -217,7 +221,7 @@ class _ClosureBuilder:
         self.note_deferred_modules(nodes)
         return Closure(self.block, nodes, self.modules, self.entries, self.deps,
                        self.externals, out_names, self.refs, self.chains, self.guarded,
-                       self.unresolved, self.notes, sorted(future))
+                       self.unresolved, self.notes, sorted(future), self.early_refs)
 
     def note_lazy_annotations(self, nodes: list[NodeId], future: list[str]) -> None:
         """One file has one ``from __future__ import annotations``: definitions from modules
@@ -301,6 +305,19 @@ class _ClosureBuilder:
             t = Target("def", name, entry, how="local")
             self.follow(node, entry, st, name, t, load, assigned_global)
             return
+        if load and name in st.binds and st.kind in ("class", "function", "assign") and \
+                not any(i < st.index for i in others):
+            # ``from .outputs import Output`` ... ``class Output(Output):``: bases, decorators,
+            # defaults and a right-hand side run before the statement binds the name, so they
+            # read the import above it, not the statement itself
+            plain = self.plain_import(entry, name, st.line)
+            if plain is not None:
+                self.follow(node, entry, st, name, self.index.follow_import(entry, plain), load,
+                            assigned_global)
+                key = self.refs.pop((node, name), None)
+                if key is not None:  # a method reading the class itself keeps ``refs``
+                    self.early_refs[(node, name)] = key
+                return
         if others:
             if load:
                 others = [i for i in others if i < st.index] or others
@@ -325,8 +342,9 @@ class _ClosureBuilder:
                 self.import_beneath(entry, name, plain, key, nodes)
             return
         if name in st.binds:
-            # Only this statement binds it: a self-reference (recursion, a class naming itself).
-            self.refs[(node, name)] = ("def", entry.key, name)
+            # Only this statement binds it: a self-reference (recursion, a class naming itself),
+            # unless its eager use already read an import above it (see above)
+            self.refs.setdefault((node, name), ("def", entry.key, name))
             return
         t = self.index.lookup(entry, name)
         self.follow(node, entry, st, name, t, load, assigned_global)
@@ -521,7 +539,7 @@ class _ClosureBuilder:
                 entry = self.entries.get(key[1])
                 ms = self.modules.get(key[1])
                 if entry is None or ms is None or not any(
-                        is_container_binding(ms.stmts[i].node)
+                        holds_container(ms.stmts[i].node)
                         for i in self.binders(entry, key[2])):
                     self._not_registry.add(key)
                     continue
@@ -542,11 +560,13 @@ class _ClosureBuilder:
                     continue
                 filled: list[BindKey] = []
                 keys: list[BindKey] = []
+                values = registered_values(st.node)
                 for name in self._load_names(ms, st):
                     key = self._binding_key(entry, ms, name)
                     if key is None:
                         continue
-                    keys.append(key)
+                    if name not in values:
+                        keys.append(key)
                     if key in registries and name in ms.access(st)[1]:
                         filled.append(key)
                     writes = [k for k in self._writes_of(key) if k in registries]
@@ -555,7 +575,8 @@ class _ClosureBuilder:
                         keys.append(key)
                 # ``@register_kernel(adjust_hue, Image)`` registers under a definition the
                 # block never reaches: only registrations whose other corpus names are all in
-                # the closure already can be looked up
+                # the closure already can be looked up. What is stored (``constraints=[...]``,
+                # the right side of ``REG[key] = fn``) is no key and comes along instead
                 others = [k for k in keys if k not in filled and not self._writes_of(k)]
                 if not filled or any(k not in bound for k in others):
                     continue

@@ -17,6 +17,7 @@ from __future__ import annotations
 import ast
 import re
 import symtable
+from contextlib import contextmanager
 from functools import lru_cache
 
 from nnrag_tui.engine.modsource import annotation_strings, class_early_reads
@@ -32,21 +33,27 @@ def rewrite_statement(
     renames: dict[str, str],
     chains: dict[str, str],
     guarded: dict[tuple[int, str], str | None],
+    early: dict[str, str] | None = None,
 ) -> tuple[str, list[str]]:
     """Returns the rewritten text and one line per rewrite made. ``guarded`` maps (line inside
     the statement, bound name) of an import to the name it should be assigned from (``None``:
     drop it; the definition it imported is already inlined under the bound name; ``""``: drop
-    it, nothing reads the name)."""
-    if not renames and not chains and not guarded:
+    it, nothing reads the name). ``early`` renames the reads that run before the statement
+    binds that same name (the bases in ``class Output(Output):``, a default, a right-hand
+    side), which ``renames`` would otherwise give the statement's own name."""
+    early = early or {}
+    if not renames and not chains and not guarded and not early:
         return text, []
     out, log = _cached(text, tuple(sorted(renames.items())), tuple(sorted(chains.items())),
-                       tuple(sorted(guarded.items(), key=lambda kv: kv[0])))
+                       tuple(sorted(guarded.items(), key=lambda kv: kv[0])),
+                       tuple(sorted(early.items())))
     return out, list(dict.fromkeys(log))  # one line per distinct rewrite
 
 
 @lru_cache(maxsize=4096)
-def _cached(text: str, renames: tuple, chains: tuple, guarded: tuple) -> tuple[str, tuple]:
-    out, log = _rewrite(text, dict(renames), dict(chains), dict(guarded))
+def _cached(text: str, renames: tuple, chains: tuple, guarded: tuple,
+            early: tuple) -> tuple[str, tuple]:
+    out, log = _rewrite(text, dict(renames), dict(chains), dict(guarded), dict(early))
     return out, tuple(log)
 
 
@@ -80,11 +87,12 @@ class _Edits:
 
 
 def _rewrite(text: str, renames: dict[str, str], chains: dict[str, str],
-             guarded: dict[tuple[int, str], str | None]) -> tuple[str, list[str]]:
+             guarded: dict[tuple[int, str], str | None],
+             early: dict[str, str]) -> tuple[str, list[str]]:
     tree = ast.parse(text)
     table = symtable.symtable(text, "<stmt>", "exec")
     ed = _Edits(text)
-    walker = _Walker(ed, renames, chains, guarded)
+    walker = _Walker(ed, renames, chains, guarded, early)
     if guarded:
         walker.alone = _alone_in_block(tree)
     walker.run(tree, table)
@@ -116,9 +124,12 @@ def _dotted(node: ast.AST) -> tuple[str, ast.Name] | None:
 class _Walker:
     """Walks the tree with the symtable scope of every node at hand."""
 
-    def __init__(self, ed: _Edits, renames, chains, guarded) -> None:
+    def __init__(self, ed: _Edits, renames, chains, guarded, early) -> None:
         self.ed = ed
         self.renames = renames
+        self.early_renames = early
+        self.top: ast.stmt | None = None  # the module-level statement being walked
+        self.before_binding = False  # inside a part of it that runs before it binds
         self.chains = chains
         self.guarded = guarded
         self.used: set[int] = set()
@@ -127,7 +138,19 @@ class _Walker:
 
     def run(self, tree: ast.Module, table: symtable.SymbolTable) -> None:
         for st in tree.body:
+            self.top = st
             self.visit(st, table)
+
+    @contextmanager
+    def evaluated_first(self, node: ast.AST):
+        """The parts of the module-level statement ``node`` that run before it binds its name:
+        decorators, bases, defaults, annotations, a right-hand side."""
+        outer = self.before_binding
+        self.before_binding = node is self.top and bool(self.early_renames)
+        try:
+            yield
+        finally:
+            self.before_binding = outer
 
     # -- scope plumbing --------------------------------------------------------------------
     def child_table(self, table: symtable.SymbolTable, node: ast.AST) -> symtable.SymbolTable:
@@ -160,23 +183,25 @@ class _Walker:
     # -- visiting --------------------------------------------------------------------------
     def visit(self, node: ast.AST, table: symtable.SymbolTable) -> None:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            for d in node.decorator_list:
-                self.visit(d, table)
-            self.visit_arguments_outer(node.args, table)
-            if node.returns is not None:
-                self.visit_annotation(node.returns, table)
+            with self.evaluated_first(node):
+                for d in node.decorator_list:
+                    self.visit(d, table)
+                self.visit_arguments_outer(node.args, table)
+                if node.returns is not None:
+                    self.visit_annotation(node.returns, table)
             self.rename_def(node, table, "def")
             inner = self.child_table(table, node)
             for st in node.body:
                 self.visit(st, inner)
             return
         if isinstance(node, ast.ClassDef):
-            for d in node.decorator_list:
-                self.visit(d, table)
-            for b in node.bases:
-                self.visit(b, table)
-            for k in node.keywords:
-                self.visit(k.value, table)
+            with self.evaluated_first(node):
+                for d in node.decorator_list:
+                    self.visit(d, table)
+                for b in node.bases:
+                    self.visit(b, table)
+                for k in node.keywords:
+                    self.visit(k.value, table)
             self.rename_def(node, table, "class")
             self.early.update(id(n) for n in class_early_reads(node))
             inner = self.child_table(table, node)
@@ -212,7 +237,8 @@ class _Walker:
                     self.ed.add(node, new, f"`{dotted}` -> `{new}` (inlined)")
                     return
         if isinstance(node, ast.Name):
-            new = self.renames.get(node.id)
+            new = (self.early_renames if self.before_binding and node.id in self.early_renames
+                   else self.renames).get(node.id)
             if new is not None and new != node.id and (
                     id(node) in self.early or self.is_global(table, node.id)):
                 self.ed.add(node, new, f"renamed `{node.id}` -> `{new}`")
@@ -228,8 +254,15 @@ class _Walker:
             return
         if isinstance(node, ast.AnnAssign):
             self.visit(node.target, table)
-            self.visit_annotation(node.annotation, table)
-            if node.value is not None:
+            with self.evaluated_first(node):
+                self.visit_annotation(node.annotation, table)
+                if node.value is not None:
+                    self.visit(node.value, table)
+            return
+        if isinstance(node, ast.Assign) and node is self.top:
+            for t in node.targets:
+                self.visit(t, table)
+            with self.evaluated_first(node):
                 self.visit(node.value, table)
             return
         if isinstance(node, (ast.Import, ast.ImportFrom)) and (self.guarded or self.renames):
@@ -276,7 +309,8 @@ class _Walker:
                     new = self.chains[d[0]]
                     self.ed.add_span(shifted(sub), new, f"`{d[0]}` -> `{new}` (inlined)")
             elif isinstance(sub, ast.Name):
-                new = self.renames.get(sub.id)
+                new = (self.early_renames if self.before_binding and sub.id in self.early_renames
+                       else self.renames).get(sub.id)
                 if new is not None and new != sub.id and self.is_global(table, sub.id):
                     self.ed.add_span(shifted(sub), new, f"renamed `{sub.id}` -> `{new}`")
 
