@@ -7,7 +7,8 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from helpers import block_keys, bump_mtime, copy_fixture, dump_index, path_config, write_tree
+from helpers import (block_keys, bump_mtime, copy_fixture, dump_index, git, git_env, path_config,
+                     write_tree)
 
 from nnrag_tui.engine.extractor import INDEX_FILE, BlockExtractor
 from nnrag_tui.engine.indexer import POOL_THRESHOLD, Cancelled
@@ -274,6 +275,31 @@ def test_path_source_that_is_a_package_keeps_its_name(repo, tmp_path):
     with BlockExtractor(path_config({"zoo": repo.parent}), cache_dir=tmp_path / "c2") as ex:
         ex.index()
         assert block_keys(ex.blocks()) == blocks
+
+
+def test_a_path_source_is_at_a_commit_only_where_git_tracks_it(repo, tmp_path, monkeypatch):
+    """A checkout's own package is at its HEAD; sources unpacked into a git-ignored folder of
+    that checkout are at no commit of it, and the generated header says "unversioned"."""
+    git_env(tmp_path, monkeypatch)
+    project = tmp_path / "project"
+    (project / "vendor").mkdir(parents=True)
+    (project / ".gitignore").write_text("vendor/\n")
+    tracked = project / "zoo"
+    repo.rename(tracked)
+    git("init", "-q", cwd=project)
+    git("add", "-A", cwd=project)
+    git("commit", "-q", "-m", "zoo", cwd=project)
+    head = git("rev-parse", "HEAD", cwd=project)
+    copy_fixture("discovery", project / "vendor")
+    config = path_config({"mine": tracked, "unpacked": project / "vendor" / "discovery" / "zoo"})
+    with BlockExtractor(config, cache_dir=tmp_path / "cache") as ex:
+        ex.index()
+        commits = {s["name"]: s["commit"] for s in ex.sources()}
+        assert commits == {"mine": head, "unpacked": None}
+        block = next(b for b in ex.blocks(repo="unpacked"))
+        res, _ = ex.extract_block(block)
+        assert "# source: unpacked " in res.generated.code
+        assert "@ unversioned" in res.generated.code and head not in res.generated.code
 
 
 def test_editing_symbol_patterns_or_priority_rediscovers_without_parsing(repo, tmp_path):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import stat
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
@@ -261,29 +262,48 @@ def _entry(e: os.DirEntry, contain: bool, inside) -> tuple[os.stat_result | None
 
 
 def _git_head(path: Path) -> str | None:
-    """The commit of a local directory that is a git work tree, read without running git."""
+    """The commit of a local directory that is a git work tree: HEAD, read without running git,
+    and only if the work tree tracks files under ``path`` (a folder of unpacked sources inside
+    some project's checkout, git-ignored or never added, is at no commit of that project)."""
     p = path.resolve()
     if {"site-packages", "dist-packages"} & set(p.parts):
         return None  # an installed package, even if some parent happens to be a git checkout
     for d in (p, *p.parents):
         head = d / ".git" / "HEAD"
         if head.is_file():
-            try:
-                text = head.read_text().strip()
-                if text.startswith("ref: "):
-                    ref = d / ".git" / text[5:]
-                    if ref.is_file():
-                        return ref.read_text().strip()
-                    packed = d / ".git" / "packed-refs"
-                    if packed.is_file():
-                        for line in packed.read_text().splitlines():
-                            if line.endswith(" " + text[5:]):
-                                return line.split()[0]
-                    return None
-                return text
-            except OSError:
-                return None
+            sha = _read_head(d / ".git", head)
+            return sha if sha is not None and _tracks(d, p) else None
     return None
+
+
+def _read_head(git_dir: Path, head: Path) -> str | None:
+    try:
+        text = head.read_text().strip()
+        if not text.startswith("ref: "):
+            return text
+        ref = git_dir / text[5:]
+        if ref.is_file():
+            return ref.read_text().strip()
+        packed = git_dir / "packed-refs"
+        if packed.is_file():
+            for line in packed.read_text().splitlines():
+                if line.endswith(" " + text[5:]):
+                    return line.split()[0]
+    except OSError:
+        pass
+    return None
+
+
+def _tracks(work_tree: Path, path: Path) -> bool:
+    """Whether git tracks a file under ``path`` in ``work_tree``; True when git cannot say
+    (not installed, a broken repository): the commit is then reported as before."""
+    try:
+        proc = subprocess.run(
+            ["git", "-C", str(work_tree), "ls-files", "-z", "--", str(path)],
+            capture_output=True, timeout=30, env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"})
+    except (OSError, subprocess.SubprocessError):
+        return True
+    return proc.returncode != 0 or bool(proc.stdout)
 
 
 def _safe_dirname(name: str) -> str:
