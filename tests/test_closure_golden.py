@@ -102,14 +102,18 @@ MUST = {
     ("cycles", "Net"): ["def is_odd(", "def is_even(", "else is_odd(n - 1)", "else OddGate()(x)"],
     ("registry", "Net"): ['@register_model\nclass Net(', '@register_act("double")\ndef double(',
                           '_ACTS["tanh"] = torch.tanh', "@register_model\nclass Tiny("],
-    ("registry", "Plain"): ["@register_model\nclass Plain(", "_model_entrypoints = {}"],
+    ("registry", "Plain"): ["@register_model\nclass Plain(",
+                            "_model_entrypoints = {}\n_module_names = set()\n"],
     ("class_registry", "AttnNet"): [
         "@_BackendRegistry.register(Backend.NATIVE, constraints=[_check_shape])\n"
         "def _native_attention(",
         "@_BackendRegistry.register(Backend.MATH)\ndef _math_attention(", "def _scale(",
         "def _check_shape(", "_BackendRegistry._backends[Backend.SCALED] = _scaled_attention\n",
-        "def _scaled_attention(", "_BackendRegistry._backends[Backend.SCALED] = _scaled_attention\n",
-        '_BackendRegistry._arg_names[Backend.SCALED] = {"query", "key"}'],
+        "def _scaled_attention(",
+        # consecutive upstream, so consecutive here
+        ("_BackendRegistry._backends[Backend.SCALED] = _scaled_attention\n"
+         "_BackendRegistry._constraints[Backend.SCALED] = []\n"
+         '_BackendRegistry._arg_names[Backend.SCALED] = {"query", "key"}\n')],
     ("class_registry", "TableNet"): ["class _KernelTable:", "kernels = {}"],
     ("self_shadow", "Net"): ["class Output(Output_outputs):", "def gelu(x, _impl=gelu_outputs):",
                              "class Output_outputs:", "out = Output(self.fc(x))",

@@ -61,6 +61,7 @@ def generate(closure: Closure, sources: dict[str, dict]) -> GeneratedBlock:
     refs_by_node: dict[NodeId, list[tuple[str, tuple]]] = {}
     for (user, name), key in closure.refs.items():
         refs_by_node.setdefault(user, []).append((name, key))
+    prev: NodeId = closure.nodes[0]
     for node in closure.nodes:
         text, log = _statement_text(closure, node, refs_by_node.get(node, []))
         st = closure.stmt(node)
@@ -68,7 +69,10 @@ def generate(closure: Closure, sources: dict[str, dict]) -> GeneratedBlock:
         definitions.append(Definition(entry.source, entry.module, entry.facts.relpath, st.line,
                                       st.end_line, entry.facts.sha1, tuple(sorted(st.binds)),
                                       tuple(log)))
+        if body:
+            body.append(_separator(closure, prev, node))
         body.append(text.rstrip() + "\n")
+        prev = node
     exported = block.qualname.rsplit(".", 1)[-1]
     top = closure.out_names.get(("def", (block.source, block.module), closure.target_name),
                                 closure.target_name)
@@ -79,7 +83,7 @@ def generate(closure: Closure, sources: dict[str, dict]) -> GeneratedBlock:
     imports = _import_section(closure.future, list(closure.externals.values()))
     header = _header(closure, definitions, sources)
     parts = [header, imports] if imports else [header]
-    code = "\n".join(parts) + "\n\n" + "\n\n".join(body) + "\n\n" + "".join(tail)
+    code = "\n".join(parts) + "\n\n" + "".join(body) + "\n\n" + "".join(tail)
     ms = closure.modules[(block.source, block.module)]
     cls = find_class(ast.Module(body=[s.node for s in ms.stmts], type_ignores=[]),
                      block.qualname)
@@ -98,6 +102,20 @@ def generate(closure: Closure, sources: dict[str, dict]) -> GeneratedBlock:
     return GeneratedBlock(exported, block.key, code, spec, definitions,
                           [e.text() for e in closure.externals.values()],
                           list(closure.unresolved), list(closure.notes))
+
+
+def _separator(closure: Closure, a: NodeId, b: NodeId) -> str:
+    """Two blank lines around definitions; module-level statements that follow each other
+    upstream keep the blank line or none they had there (a block of constants stays one)."""
+    ms = closure.modules[a[0]]
+    if b[0] != a[0] or b[1] != a[1] + 1:
+        return "\n\n"
+    sa, sb = ms.stmts[a[1]], ms.stmts[b[1]]
+    gap = ms.lines[sa.end_line : sb.line - 1]
+    if "class" in (sa.kind, sb.kind) or "function" in (sa.kind, sb.kind) or len(gap) > 1 or \
+            any(line.strip() for line in gap):
+        return "\n\n"
+    return "\n" * len(gap)
 
 
 def _statement_text(closure: Closure, node: NodeId,
