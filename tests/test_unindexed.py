@@ -54,6 +54,17 @@ def test_the_modules_outside_the_paths_stay_imports_and_the_header_says_so(model
     assert note in code  # in the header
 
 
+def test_a_module_the_sources_do_not_have_is_not_called_outside_the_paths(tmp_path):
+    """deit's ``from timm.models.efficientnet_blocks import SqueezeExcite`` against timm 1.x,
+    which renamed that module: indexing more of the package would not help, so the header
+    does not say it would."""
+    code = extractor(tmp_path, []).extract_single_block("Legacy").generated.code
+    assert "from pkgx.old_layers import OldNorm\n" in code
+    assert ("# note: imports pkgx.old_layers, which the pkgx sources indexed here do not have "
+            "(upstream was written against another version)") in code
+    assert "outside the indexed paths" not in code
+
+
 def test_indexed_whole_the_same_block_is_standalone(tmp_path):
     ex = extractor(tmp_path, [])
     code = ex.extract_single_block("ScaledBlock").generated.code

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -121,6 +122,13 @@ class Resolver:
     def is_external(self, module: str) -> bool:
         """torch is always imported, also when its own source is the corpus."""
         return module.split(".", 1)[0] in self.external_packages
+
+    def on_disk(self, module: str) -> bool:
+        """Whether a source's tree has the module ``module`` (a file, or a package directory),
+        indexed or not."""
+        rel = module.replace(".", "/")
+        return any(os.path.isfile(f"{root}/{rel}.py") or os.path.isdir(f"{root}/{rel}")
+                   for root in self.roots.values() if root)
 
     def module_source(self, entry: ModuleEntry) -> ModuleSource:
         ms = self._sources.get(entry.key)
@@ -271,16 +279,24 @@ class _ClosureBuilder:
         """Imports of an indexed package's modules that its ``paths`` leave out (a source
         indexed as ``transformers/models`` keeps ``from transformers.cache_utils import
         Cache``): the file is not standalone, which the header says with the remedy."""
-        mods = sorted({imp.module for imp in self.externals.values()
-                       if imp.module.split(".")[0] in self.index.packages
-                       and self.index.find_module(imp.module, None) is None
-                       and not self.r.is_external(imp.module)})
+        found = sorted({imp.module for imp in self.externals.values()
+                        if imp.module.split(".")[0] in self.index.packages
+                        and self.index.find_module(imp.module, None) is None
+                        and not self.r.is_external(imp.module)})
+        missing = [m for m in found if not self.r.on_disk(m)]
+        mods = [m for m in found if m not in missing]
         if mods:
             tops = sorted({m.split(".")[0] for m in mods})
             self.notes.append(
                 f"imports {', '.join(mods)}: modules of {', '.join(tops)} outside the indexed "
                 f"paths, kept as imports, so the file needs {', '.join(tops)} installed "
                 "(index the whole package to inline them)")
+        if missing:
+            tops = sorted({m.split(".")[0] for m in missing})
+            self.notes.append(
+                f"imports {', '.join(missing)}, which the {', '.join(tops)} sources indexed here "
+                "do not have (upstream was written against another version), kept as written: "
+                "the file imports only where a version that has it is installed")
 
     def visit(self, node: NodeId) -> None:
         entry = self.entries[node[0]]
@@ -314,8 +330,10 @@ class _ClosureBuilder:
             if plain is not None:
                 self.follow(node, entry, st, name, self.index.follow_import(entry, plain), load,
                             assigned_global)
+                # kept apart: ``refs`` is for the statement's later reads of itself (a method
+                # naming its class); a corpus module or an unresolved name records no ref
                 key = self.refs.pop((node, name), None)
-                if key is not None:  # a method reading the class itself keeps ``refs``
+                if key is not None:
                     self.early_refs[(node, name)] = key
                 return
         if others:
