@@ -8,6 +8,9 @@ names that cause."""
 from __future__ import annotations
 
 import importlib.util
+import os
+import subprocess
+import sys
 
 import pytest
 from helpers import fixture, path_config
@@ -63,6 +66,30 @@ def test_a_module_the_sources_do_not_have_is_not_called_outside_the_paths(tmp_pa
     assert ("# note: imports pkgx.old_layers, which the pkgx sources indexed here do not have "
             "(upstream was written against another version)") in code
     assert "outside the indexed paths" not in code
+
+
+@needs_torch
+def test_a_relative_import_kept_in_a_function_or_a_try_becomes_absolute(models_only, tmp_path):
+    """diffusers' ``def enable_group_offload(...): from ..hooks import apply_group_offloading``
+    with ``diffusers/models`` indexed: kept relative, it raised "attempted relative import
+    with no known parent package" when called, and a ``try`` around one took its fallback."""
+    code = models_only.extract_single_block("LazyScale").generated.code
+    assert "        from pkgx.utils import SCALE  # deferred" in code
+    assert "try:\n    from pkgx.utils import SCALE as _GAIN\nexcept ImportError:" in code
+    assert "from .." not in code.split("# rewrites:")[1].split("\n\n", 1)[1]
+    assert ("pkgx/models/lazy.py:9: relative import `from ..utils` -> `from pkgx.utils` "
+            "(the file has no package)") in code
+    assert ("# note: functions import pkgx.utils inside their bodies: modules of pkgx outside "
+            "the indexed paths, so calling those functions needs pkgx installed") in code
+    # where pkgx is installed the file computes what upstream does: x * SCALE * SCALE
+    path = tmp_path / "LazyScale.py"
+    path.write_text(code)
+    script = (f"import runpy, torch; ns = runpy.run_path({str(path)!r}); "
+              "print(ns['LazyScale']()(torch.ones(1)).item())")
+    run = subprocess.run([sys.executable, "-c", script], check=False, capture_output=True,
+                         text=True, env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == "4.0"
 
 
 def test_indexed_whole_the_same_block_is_standalone(tmp_path):

@@ -141,7 +141,9 @@ def _statement_text(closure: Closure, node: NodeId,
         if user == node:
             guarded[(line - st.line + 1, bound)] = (
                 "" if key == UNUSED else closure.out_names.get(key) if key else None)
-    return rewrite_statement(text, renames, chains, guarded, early)
+    entry = closure.entries[node[0]]
+    home = (entry.module, entry.facts.is_package) if st.kind != "import" else None
+    return rewrite_statement(text, renames, chains, guarded, early, home)
 
 
 def _import_section(future: list[str], externals: list[ExternalImport]) -> str:

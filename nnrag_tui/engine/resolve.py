@@ -163,6 +163,7 @@ class _ClosureBuilder:
         self.deps: list[Dependency] = []
         self.refs: dict[tuple[NodeId, str], BindKey] = {}
         self.early_refs: dict[tuple[NodeId, str], BindKey] = {}
+        self.deferred_unindexed: set[str] = set()  # unindexed modules imported in functions
         self.chains: dict[NodeId, dict[str, BindKey]] = {}
         self.guarded: dict[tuple[NodeId, int, str], BindKey | None] = {}
         self.externals: dict[str, ExternalImport] = {}
@@ -278,7 +279,9 @@ class _ClosureBuilder:
     def note_unindexed_imports(self) -> None:
         """Imports of an indexed package's modules that its ``paths`` leave out (a source
         indexed as ``transformers/models`` keeps ``from transformers.cache_utils import
-        Cache``): the file is not standalone, which the header says with the remedy."""
+        Cache``): the file is not standalone, which the header says with the remedy. Also
+        said: such modules imported only inside functions (needed when those are called), and
+        modules the sources do not have at all (written against another version)."""
         found = sorted({imp.module for imp in self.externals.values()
                         if imp.module.split(".")[0] in self.index.packages
                         and self.index.find_module(imp.module, None) is None
@@ -291,6 +294,13 @@ class _ClosureBuilder:
                 f"imports {', '.join(mods)}: modules of {', '.join(tops)} outside the indexed "
                 f"paths, kept as imports, so the file needs {', '.join(tops)} installed "
                 "(index the whole package to inline them)")
+        deferred = sorted(self.deferred_unindexed - set(found))
+        if deferred:
+            tops = sorted({m.split(".")[0] for m in deferred})
+            self.notes.append(
+                f"functions import {', '.join(deferred)} inside their bodies: modules of "
+                f"{', '.join(tops)} outside the indexed paths, so calling those functions "
+                f"needs {', '.join(tops)} installed")
         if missing:
             tops = sorted({m.split(".")[0] for m in missing})
             self.notes.append(
@@ -541,6 +551,9 @@ class _ClosureBuilder:
                             f"{entry.module.split('.')[0]} installed")
                     if note not in self.notes:
                         self.notes.append(note)
+                elif rec.target and rec.target.split(".")[0] in self.index.packages and \
+                        self.index.find_module(rec.target, None) is None:
+                    self.deferred_unindexed.add(rec.target)  # said once, in the header
 
     # -- registries ------------------------------------------------------------------------
     def add_registry_fillers(self) -> bool:

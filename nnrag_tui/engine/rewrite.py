@@ -21,7 +21,9 @@ from contextlib import contextmanager
 from functools import lru_cache
 
 from nnrag_tui.engine.modsource import annotation_strings, class_early_reads
+from nnrag_tui.engine.parse import resolve_relative
 
+_RELATIVE = re.compile(r"\bfrom\s+\.")
 SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, ast.ListComp,
           ast.SetComp, ast.DictComp, ast.GeneratorExp)
 _TABLE_NAME = {ast.Lambda: "lambda", ast.ListComp: "listcomp", ast.SetComp: "setcomp",
@@ -34,26 +36,31 @@ def rewrite_statement(
     chains: dict[str, str],
     guarded: dict[tuple[int, str], str | None],
     early: dict[str, str] | None = None,
+    home: tuple[str, bool] | None = None,
 ) -> tuple[str, list[str]]:
     """Returns the rewritten text and one line per rewrite made. ``guarded`` maps (line inside
     the statement, bound name) of an import to the name it should be assigned from (``None``:
     drop it; the definition it imported is already inlined under the bound name; ``""``: drop
     it, nothing reads the name). ``early`` renames the reads that run before the statement
     binds that same name (the bases in ``class Output(Output):``, a default, a right-hand
-    side), which ``renames`` would otherwise give the statement's own name."""
+    side), which ``renames`` would otherwise give the statement's own name. ``home`` is the
+    statement's module and whether it is a package: a relative import kept in the statement
+    (inside a function, or a kept ``try``) becomes absolute, since the file has no package."""
     early = early or {}
-    if not renames and not chains and not guarded and not early:
+    if home is not None and not _RELATIVE.search(text):
+        home = None
+    if not renames and not chains and not guarded and not early and home is None:
         return text, []
     out, log = _cached(text, tuple(sorted(renames.items())), tuple(sorted(chains.items())),
                        tuple(sorted(guarded.items(), key=lambda kv: kv[0])),
-                       tuple(sorted(early.items())))
+                       tuple(sorted(early.items())), home)
     return out, list(dict.fromkeys(log))  # one line per distinct rewrite
 
 
 @lru_cache(maxsize=4096)
 def _cached(text: str, renames: tuple, chains: tuple, guarded: tuple,
-            early: tuple) -> tuple[str, tuple]:
-    out, log = _rewrite(text, dict(renames), dict(chains), dict(guarded), dict(early))
+            early: tuple, home: tuple[str, bool] | None) -> tuple[str, tuple]:
+    out, log = _rewrite(text, dict(renames), dict(chains), dict(guarded), dict(early), home)
     return out, tuple(log)
 
 
@@ -88,11 +95,11 @@ class _Edits:
 
 def _rewrite(text: str, renames: dict[str, str], chains: dict[str, str],
              guarded: dict[tuple[int, str], str | None],
-             early: dict[str, str]) -> tuple[str, list[str]]:
+             early: dict[str, str], home: tuple[str, bool] | None) -> tuple[str, list[str]]:
     tree = ast.parse(text)
     table = symtable.symtable(text, "<stmt>", "exec")
     ed = _Edits(text)
-    walker = _Walker(ed, renames, chains, guarded, early)
+    walker = _Walker(ed, renames, chains, guarded, early, home)
     if guarded:
         walker.alone = _alone_in_block(tree)
     walker.run(tree, table)
@@ -124,8 +131,9 @@ def _dotted(node: ast.AST) -> tuple[str, ast.Name] | None:
 class _Walker:
     """Walks the tree with the symtable scope of every node at hand."""
 
-    def __init__(self, ed: _Edits, renames, chains, guarded, early) -> None:
+    def __init__(self, ed: _Edits, renames, chains, guarded, early, home) -> None:
         self.ed = ed
+        self.home = home
         self.renames = renames
         self.early_renames = early
         self.top: ast.stmt | None = None  # the module-level statement being walked
@@ -265,7 +273,8 @@ class _Walker:
             with self.evaluated_first(node):
                 self.visit(node.value, table)
             return
-        if isinstance(node, (ast.Import, ast.ImportFrom)) and (self.guarded or self.renames):
+        if isinstance(node, (ast.Import, ast.ImportFrom)) and (
+                self.guarded or self.renames or self.home):
             self.visit_import(node, table.get_type() == "module")
             return
         for child in ast.iter_child_nodes(node):
@@ -367,13 +376,23 @@ class _Walker:
                                    "(inlined)")
             else:
                 self.ed.log.append(f"{what} of `{bound}`{where} dropped (inlined)")
+        relative = isinstance(node, ast.ImportFrom) and node.level > 0
+        module = f"{'.' * node.level}{node.module or ''}" if isinstance(node, ast.ImportFrom) \
+            else ""
+        if keep and relative and self.home:
+            absolute = resolve_relative(*self.home, node.level, node.module)  # type: ignore
+            if absolute:
+                changed = True
+                self.ed.log.append(f"relative import `from {module}` -> `from {absolute}` "
+                                   "(the file has no package)")
+                module = absolute
         if not changed:
             return
         parts = []
         if keep:
             names = ", ".join(f"{a.name} as {a.asname}" if a.asname else a.name for a in keep)
             if isinstance(node, ast.ImportFrom):
-                parts.append(f"from {'.' * node.level}{node.module or ''} import {names}")
+                parts.append(f"from {module} import {names}")
             else:
                 parts.append(f"import {names}")
         parts.extend(assigns)
