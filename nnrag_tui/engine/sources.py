@@ -262,9 +262,10 @@ def _entry(e: os.DirEntry, contain: bool, inside) -> tuple[os.stat_result | None
 
 
 def _git_head(path: Path) -> str | None:
-    """The commit of a local directory that is a git work tree: HEAD, read without running git,
-    and only if the work tree tracks files under ``path`` (a folder of unpacked sources inside
-    some project's checkout, git-ignored or never added, is at no commit of that project)."""
+    """The commit of a local directory that is a git work tree: HEAD, read from ``.git``, and
+    only if the work tree tracks files under ``path`` (one ``git ls-files``): a folder of
+    unpacked sources inside some project's checkout, git-ignored or never added, is at no
+    commit of that project."""
     p = path.resolve()
     if {"site-packages", "dist-packages"} & set(p.parts):
         return None  # an installed package, even if some parent happens to be a git checkout
