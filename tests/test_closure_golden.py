@@ -152,6 +152,16 @@ MUST = {
         "import json\nimport os\n", "def pair(x):\n    return (x, x)\n",
         "except ImportError:\n    pass\n",
         'if os.environ.get("CRPKG_FAST"):\n    pair = fast_pair\n'],
+    # every ``except ... as e`` reads its own ``e``: no cycle, definitions before their use
+    ("guarded_handlers", "Net"): [
+        "except ImportError as e:\n    HAS_SCATTER = False\n",
+        ("            raise ImportError(\"'SparseTensor' requires 'nnrag_missing_sparse'\")\n"
+         "\n\ndef num_nodes(index: Union[torch.Tensor, SparseTensor]) -> int:")],
+    # a real load-time cycle goes first, whole, and what needs it after it
+    ("guarded_handlers", "Padded"): [
+        "DEFAULT_SIZE = SIZE * 2\n\n\ndef pad_to(x, size=DEFAULT_SIZE):",
+        "# note: circular load-time dependency among ghpkg/sizes.py:3, ghpkg/sizes.py:8; "
+        "upstream order kept\n"],
 }
 MUST_NOT = {
     ("relative", "Net"): ["unused_helper", "NotNeeded", "from .", "sibling."],
@@ -181,6 +191,8 @@ MUST_NOT = {
                               "imported only inside functions"],
     ("externals", "Net"): ["import os", "import sys", "List", "def unused",
                            "import torch\n"],
+    ("guarded_handlers", "Net"): ["circular", "SIZE"],
+    ("guarded_handlers", "Padded"): ["HAS_SCATTER", "SparseTensor"],
     ("conditional_rebind", "Net"): ["nnrag_missing_accel", "_ACCEL", "unused_helper", "os_",
                                     "json_"],
 }

@@ -15,6 +15,8 @@ import symtable
 from dataclasses import dataclass, field
 from functools import cached_property
 
+from .flow import reads_after_own_binding
+
 COMPREHENSIONS = frozenset({"listcomp", "setcomp", "dictcomp", "genexpr"})
 
 
@@ -31,12 +33,15 @@ class TopStmt:
 @dataclass
 class StmtUses:
     """Module-level names a statement needs: ``load`` while the module executes, ``lazy`` only
-    when a function in it runs; names inside string annotations are listed apart."""
+    when a function in it runs; names inside string annotations are listed apart. ``own``: the
+    names of ``load`` that a compound statement reads only after binding them itself (``except
+    ImportError as e: warn(e)``), which need no other statement (engine.flow)."""
 
     load: set[str]
     lazy: set[str]
     assigned_global: set[str]
     string_annotation_names: set[str]
+    own: frozenset[str] = frozenset()
 
 
 class ModuleSource:
@@ -158,7 +163,8 @@ def compute_uses(text: str, node: ast.stmt) -> StmtUses:
     strings: set[str] = set()
     for expr in _parsed_strings(annotations):
         strings |= {n.id for n in ast.walk(expr) if isinstance(n, ast.Name)}
-    return StmtUses(load, lazy - load, assigned_global, strings)
+    own = reads_after_own_binding(node) & load if _kind(node) == "compound" else frozenset()
+    return StmtUses(load, lazy - load, assigned_global, strings, own)
 
 
 _BLOCKS = ("body", "orelse", "finalbody", "handlers", "cases")

@@ -320,6 +320,11 @@ class _ClosureBuilder:
         names = [(n, True) for n in sorted(uses.load)] + [(n, False) for n in sorted(uses.lazy)]
         names += [(n, False) for n in sorted(uses.string_annotation_names - uses.load - uses.lazy)]
         for name, load in names:
+            if load and name in uses.own:
+                # ``except ImportError as e: warn(e)``: the statement's own binding, which
+                # every other statement binding ``e`` has nothing to do with
+                self.refs.setdefault((node, name), ("def", entry.key, name))
+                continue
             self.resolve_name(node, entry, ms, st, name, load, uses.assigned_global)
 
     def resolve_name(self, node: NodeId, entry: ModuleEntry, ms: ModuleSource, st: TopStmt,
@@ -771,18 +776,71 @@ class _ClosureBuilder:
         emitted: list[NodeId] = []
         done: set[NodeId] = set()
         remaining = set(self.order)
+        noted: set[NodeId] = set()
         while remaining:
             ready = [n for n in remaining if all_deps[n] <= done]
             if not ready:
                 ready = [n for n in remaining if load_deps[n] <= done]
             if not ready:
-                ready = list(remaining)
-                self.notes.append("circular load-time dependency; upstream order kept")
+                # a cycle: only its own statements may go next, in upstream order; anything
+                # that merely needs the cycle waits for it
+                ready = _first_cycle(remaining, load_deps)
+                if not noted & set(ready):
+                    noted |= set(ready)
+                    where = ", ".join(f"{self.entries[n[0]].facts.relpath}:"
+                                      f"{self.modules[n[0]].stmts[n[1]].line}"
+                                      for n in sorted(ready, key=key))
+                    self.notes.append(f"circular load-time dependency among {where}; "
+                                      "upstream order kept")
             pick = min(ready, key=lambda n: (key(n), rank[n]))
             emitted.append(pick)
             done.add(pick)
             remaining.discard(pick)
         return emitted
+
+
+def _first_cycle(nodes: set[NodeId], deps: dict[NodeId, set[NodeId]]) -> list[NodeId]:
+    """The statements of a strongly connected component of ``deps`` (restricted to ``nodes``)
+    that needs nothing outside itself: the cycle that has to be broken first. Tarjan's
+    algorithm, iterative (a closure can hold thousands of statements)."""
+    index: dict[NodeId, int] = {}
+    low: dict[NodeId, int] = {}
+    stack: list[NodeId] = []
+    on_stack: set[NodeId] = set()
+    for root in sorted(nodes):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(deps[root] & nodes)))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            v, children = work[-1]
+            w = next(children, None)
+            if w is not None:
+                if w not in index:
+                    index[w] = low[w] = len(index)
+                    stack.append(w)
+                    on_stack.add(w)
+                    work.append((w, iter(sorted(deps[w] & nodes))))
+                elif w in on_stack:
+                    low[v] = min(low[v], index[w])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[v])
+            if low[v] == index[v]:
+                comp = []
+                while True:
+                    w = stack.pop()
+                    on_stack.discard(w)
+                    comp.append(w)
+                    if w == v:
+                        break
+                # Tarjan completes a component only after every component it reaches, so
+                # the first one completed depends on no other
+                return comp
+    return sorted(nodes)
 
 
 def _import_records(node: ast.Import | ast.ImportFrom, entry: ModuleEntry) -> list[ImportRecord]:
