@@ -46,10 +46,25 @@ def test_inheritance_through_corpus_classes(blocks):
 
 
 def test_abstract_classes_are_not_blocks(blocks):
-    assert keys_in(blocks, "zoo.abstract") == {"ConcreteHead", "RealHead"}
-    # excluded: AbstractHead/AbstractBuild (abc.abstractmethod), StillAbstract (inherits an
-    # unimplemented abstract forward), RaisesHead (forward only raises NotImplementedError),
-    # InheritsRaising (inherits that forward)
+    assert keys_in(blocks, "zoo.abstract") == {"ConcreteHead", "RealHead", "PlainBase",
+                                               "PlainChild"}
+    # excluded: AbstractHead/AbstractBuild/MetaBuild (abc.abstractmethod under ABCMeta),
+    # StillAbstract/StillMetaBuild (inherit an unimplemented abstract method), RaisesHead
+    # (forward only raises NotImplementedError), InheritsRaising (inherits that forward).
+    # PlainBase/PlainChild: @abstractmethod without ABCMeta does not stop instantiation;
+    # PlainInterface(Child): an @abstractmethod forward is no forward, ABCMeta or not
+
+
+def test_abstractmethod_without_abcmeta_is_instantiable():
+    """The premise of the rule above, checked against Python itself."""
+    import importlib.util
+    path = fixture("discovery") / "zoo" / "abstract.py"
+    spec = importlib.util.spec_from_file_location("zoo_abstract", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    mod.PlainChild()
+    with pytest.raises(TypeError):
+        mod.StillMetaBuild()
 
 
 def test_same_named_classes_stay_distinct(blocks):

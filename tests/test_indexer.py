@@ -137,7 +137,7 @@ def test_two_cold_runs_give_identical_indexes(tmp_path):
             report = ex.index()
         assert report.parsed == report.files == 3 * POOL_THRESHOLD + 2 + 11
         dumps.append(dump_index(cache / INDEX_FILE))
-    assert len(dumps[0]["blocks"]) == 1 + 2 * 3 * POOL_THRESHOLD + 27
+    assert len(dumps[0]["blocks"]) == 1 + 2 * 3 * POOL_THRESHOLD + 29
     for table in ("files", "symbols", "imports", "blocks", "sources"):
         assert dumps[0][table] == dumps[1][table], table
         assert dumps[0][table] == dumps[2][table], table

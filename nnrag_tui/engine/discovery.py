@@ -43,6 +43,8 @@ MODULE_ROOTS = frozenset({
 TORCH_MODULE_PREFIXES = ("torch.nn.", "torch.ao.nn.")
 NOT_MODULES = frozenset({"Parameter", "UninitializedParameter", "UninitializedBuffer", "Buffer",
                          "ParameterList", "ParameterDict", "UninitializedTensorMixin"})
+# bases whose metaclass is ABCMeta (typing.Protocol's is derived from it)
+ABC_BASES = frozenset({"abc.ABC", "typing.Protocol", "typing_extensions.Protocol"})
 WITHOUT_FORWARD = frozenset({"Module", "ModuleList", "ModuleDict", "Container", "ScriptModule",
                              "LazyModuleMixin"})
 
@@ -51,7 +53,8 @@ WITHOUT_FORWARD = frozenset({"Module", "ModuleList", "ModuleDict", "Container", 
 class _ClassInfo:
     is_module: bool
     has_forward: bool
-    abstract: frozenset[str]
+    abstract: frozenset[str]  # @abstractmethod (or a raising forward) not overridden
+    abc: bool  # ABCMeta is its metaclass: only then does @abstractmethod stop instantiation
     bases: tuple[str, ...]
     base_categories: tuple[tuple[str, str], ...]  # (qualified base, its category)
 
@@ -92,7 +95,7 @@ class BlockDiscovery:
                 if pats is not None and not pats.allows(entry.module, qual):
                     continue
                 info = self.class_info(entry, sym)
-                if not info.is_module or not info.has_forward or info.abstract:
+                if not info.is_module or not info.has_forward or (info.abc and info.abstract):
                     continue
                 if f"{entry.module}.{qual}" in MODULE_ROOTS:
                     continue
@@ -124,13 +127,21 @@ class BlockDiscovery:
         if hit is not None:
             return hit
         # Cycle guard: a class that (through broken code) inherits from itself is no module.
-        self._info[key] = _ClassInfo(False, False, frozenset(), (), ())
+        self._info[key] = _ClassInfo(False, False, frozenset(), False, (), ())
         qualified = f"{entry.module}.{sym.qualname}"
         own = set(sym.methods)
         is_module = qualified in MODULE_ROOTS
-        has_forward = "forward" in own and not sym.forward_raises and not is_module
+        # a forward marked @abstractmethod is an interface (guided-diffusion's TimestepBlock),
+        # with or without ABCMeta
+        has_forward = ("forward" in own and not sym.forward_raises and not is_module
+                       and "forward" not in sym.abstract_methods)
         abstract: set[str] = set(sym.abstract_methods)
         inherited_abstract: set[str] = set()
+        # torch_geometric's MessagePassing(torch.nn.Module) marks message_and_aggregate
+        # @abstractmethod, but without ABCMeta that stops nothing: GCNConv and the other
+        # subclasses that leave it out are blocks
+        is_abc = any(k.startswith("metaclass=") and self.is_abcmeta(entry, k[len("metaclass="):])
+                     for k in sym.keywords)
         bases: list[str] = []
         base_cats: list[tuple[str, str]] = []
         for expr in sym.bases:
@@ -148,10 +159,12 @@ class BlockDiscovery:
                 if "forward" not in own:
                     has_forward |= b.has_forward
                 inherited_abstract |= b.abstract
+                is_abc |= b.abc
                 if b.is_module and b.has_forward:
                     base_cats.append((bq, _name_category(b_sym.name) or ""))
             elif t.kind == "external":
                 bases.append(t.name)
+                is_abc |= t.name in ABC_BASES
                 if external_is_module(t.name):
                     is_module = True
                     if "forward" not in own and external_has_forward(t.name):
@@ -162,10 +175,21 @@ class BlockDiscovery:
         if "forward" in own and sym.forward_raises:
             abstract.add("forward")
         abstract |= inherited_abstract - (own - set(sym.abstract_methods))
-        info = _ClassInfo(is_module, has_forward, frozenset(abstract), tuple(bases),
+        info = _ClassInfo(is_module, has_forward, frozenset(abstract), is_abc, tuple(bases),
                           tuple(base_cats))
         self._info[key] = info
         return info
+
+    def is_abcmeta(self, entry: ModuleEntry, expr: str, depth: int = 0) -> bool:
+        """Whether a metaclass expression is ``abc.ABCMeta`` or a corpus class derived from it."""
+        t = self.resolve_base(entry, expr)
+        if t.kind == "external":
+            return t.name == "abc.ABCMeta"
+        found = self.index.class_symbol(t)
+        if found is None or depth > 8:
+            return False
+        b_entry, b_sym = found
+        return any(self.is_abcmeta(b_entry, b, depth + 1) for b in b_sym.bases)
 
 
 # -- categories ----------------------------------------------------------------------------
