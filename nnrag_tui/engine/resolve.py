@@ -22,6 +22,7 @@ from nnrag_tui.engine.errors import ResolutionError
 from nnrag_tui.engine.facts import Block, ImportRecord
 from nnrag_tui.engine.modsource import (ModuleSource, TopStmt, all_chains, bound_only_by_imports,
                                         holds_container, registered_values)
+from nnrag_tui.engine.modulefiles import ModuleFiles, uses_module_file
 from nnrag_tui.engine.parse import resolve_relative
 
 ALWAYS_EXTERNAL = frozenset({"torch"})
@@ -117,6 +118,7 @@ class Resolver:
         self.roots = roots
         self.external_packages = external_packages
         self._sources: dict[tuple[str, str], ModuleSource] = {}
+        self.module_files = ModuleFiles()
         self.writers: dict[BindKey, list[BindKey]] = {}  # function -> containers it fills
 
     def is_external(self, module: str) -> bool:
@@ -228,6 +230,7 @@ class _ClosureBuilder:
         self.note_lazy_annotations(nodes, future)
         self.note_unindexed_imports()
         self.note_deferred_modules(nodes)
+        self.note_module_files(nodes)
         return Closure(self.block, nodes, self.modules, self.entries, self.deps,
                        self.externals, out_names, self.refs, self.chains, self.guarded,
                        self.unresolved, self.notes, sorted(future), self.early_refs)
@@ -275,6 +278,31 @@ class _ClosureBuilder:
                 f"{self.entries[key].facts.relpath} is imported only inside functions upstream "
                 f"({user}: `{first.name}`), so its module-level code ran at the first call; "
                 f"here its lines {lines} run when this file is imported")
+
+    def note_module_files(self, nodes: list[NodeId]) -> None:
+        """Definitions that find files through ``__file__`` (engine.modulefiles): here it is the
+        generated file, with none of upstream's files beside it. Said in the header, with the
+        files the statements name and where they would have to go."""
+        parts, any_found = [], False
+        for key, i in sorted(nodes, key=lambda n: (self.entries[n[0]].facts.relpath, n[1])):
+            ms = self.modules[key]
+            st = ms.stmts[i]
+            if "__file__" not in ms.stmt_text(st) or not uses_module_file(st.node):
+                continue
+            entry = self.entries[key]
+            root = self.r.roots.get(entry.source)
+            found = self.r.module_files.named(root, entry.facts.relpath, st.node) if root else []
+            any_found |= bool(found)
+            what = ", ".join(f"`{b}`" for b in sorted(st.binds)) or "a statement"
+            part = f"{what} ({entry.facts.relpath}:{st.line})"
+            if found:
+                part += " reads " + ", ".join(f"{up} (as {rel})" for up, rel in found)
+            parts.append(part)
+        if parts:
+            self.notes.append(
+                "`__file__` is this file here, not the upstream module, so files looked up "
+                f"beside it are missing: {'; '.join(parts)}"
+                + ("; copy them beside this file, at the path shown" if any_found else ""))
 
     def note_unindexed_imports(self) -> None:
         """Imports of an indexed package's modules that its ``paths`` leave out (a source

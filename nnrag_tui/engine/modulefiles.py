@@ -1,0 +1,69 @@
+"""Files that upstream code finds beside its own module through ``__file__``.
+
+whisper's ``mel_filters`` opens ``os.path.join(os.path.dirname(__file__), "assets",
+"mel_filters.npz")``, torch_geometric's MessagePassing renders ``propagate.jinja`` from its own
+directory, stylegan2-ada compiles ``bias_act.cpp`` from there. Inlined into a generated file,
+``__file__`` is that file, and the files are not beside it. The generated file cannot carry
+them, so its header says which definitions look files up this way and, where the statement
+names them in string literals, which upstream files those are and where to put them.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+from pathlib import Path
+
+MAX_DEPTH = 3  # directories below the module's own that are searched
+MAX_FILES = 5000  # per directory tree, so that a huge data directory costs little
+MAX_SHOWN = 4  # files named per statement
+
+
+def uses_module_file(node: ast.stmt) -> bool:
+    return any(isinstance(n, ast.Name) and n.id == "__file__" for n in ast.walk(node))
+
+
+class ModuleFiles:
+    """The non-Python files under each module directory of a source tree, read once."""
+
+    def __init__(self) -> None:
+        self._trees: dict[str, list[str]] = {}
+
+    def tree(self, directory: str) -> list[str]:
+        hit = self._trees.get(directory)
+        if hit is None:
+            hit = self._trees[directory] = _data_files(directory)
+        return hit
+
+    def named(self, root: str, relpath: str, node: ast.stmt) -> list[tuple[str, str]]:
+        """(path from the source root, path from the module's directory) of each file under
+        the module's directory that a string literal of ``node`` names, whole or as its tail
+        (``"mel_filters.npz"`` names ``assets/mel_filters.npz``)."""
+        module_dir = os.path.dirname(relpath)
+        files = self.tree(os.path.join(root, module_dir))
+        if not files:
+            return []
+        wanted = {c.value.strip("/").replace("\\", "/") for c in ast.walk(node)
+                  if isinstance(c, ast.Constant) and isinstance(c.value, str)
+                  and 0 < len(c.value) <= 200 and "\n" not in c.value}
+        wanted.discard("")
+        found = sorted({f for f in files for w in wanted if f == w or f.endswith("/" + w)})
+        return [(str(Path(module_dir, f).as_posix()), f) for f in found[:MAX_SHOWN]]
+
+
+def _data_files(directory: str) -> list[str]:
+    out: list[str] = []
+    base = directory.rstrip(os.sep)
+    for cur, dirs, files in os.walk(directory):
+        depth = cur[len(base):].count(os.sep)
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d != "__pycache__")
+        if depth >= MAX_DEPTH:
+            dirs[:] = []
+        rel = os.path.relpath(cur, directory).replace(os.sep, "/")
+        for f in sorted(files):
+            if f.endswith((".py", ".pyc", ".pyi")):
+                continue
+            out.append(f if rel == "." else f"{rel}/{f}")
+            if len(out) >= MAX_FILES:
+                return out
+    return out
