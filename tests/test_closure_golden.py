@@ -162,6 +162,11 @@ MUST = {
         "DEFAULT_SIZE = SIZE * 2\n\n\ndef pad_to(x, size=DEFAULT_SIZE):",
         "# note: circular load-time dependency among ghpkg/sizes.py:3, ghpkg/sizes.py:8; "
         "upstream order kept\n"],
+    # statements that change a kept definition after defining it come along, in place
+    ("patches", "Net"): [
+        ('GlobalParams = collections.namedtuple("GlobalParams", ["width", "depth", "dropout"])\n'
+         "GlobalParams.__new__.__defaults__ = (None,) * len(GlobalParams._fields)\n"),
+        "def set_cfg(cfg):", "\n\nset_cfg(cfg)\n\n\nclass Net(nn.Module):"],
 }
 MUST_NOT = {
     ("relative", "Net"): ["unused_helper", "NotNeeded", "from .", "sibling."],
@@ -192,6 +197,7 @@ MUST_NOT = {
     ("externals", "Net"): ["import os", "import sys", "List", "def unused",
                            "import torch\n"],
     ("guarded_handlers", "Net"): ["circular", "SIZE"],
+    ("patches", "Net"): ["Unrelated", "describe"],
     ("guarded_handlers", "Padded"): ["HAS_SCATTER", "SparseTensor"],
     ("conditional_rebind", "Net"): ["nnrag_missing_accel", "_ACCEL", "unused_helper", "os_",
                                     "json_"],

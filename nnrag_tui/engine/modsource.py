@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from .flow import reads_after_own_binding
+from .patches import attribute_store_roots, call_arguments
 
 COMPREHENSIONS = frozenset({"listcomp", "setcomp", "dictcomp", "genexpr"})
 
@@ -68,6 +69,7 @@ class ModuleSource:
         self._access: dict[int, tuple[frozenset[str], frozenset[str]]] = {}
         self._locals: dict[int, frozenset[str]] = {}
         self._nested: dict[int, list] = {}
+        self._patch: dict[int, tuple] = {}
 
     def nested_imports(self, st: TopStmt) -> list[tuple[ast.Import | ast.ImportFrom, bool]]:
         """(import, directly in a class body) for every import a function or class body
@@ -87,6 +89,18 @@ class ModuleSource:
         pattern = re.compile(rf"\b{re.escape(name)}\b")
         return any(pattern.search(self.lines[ln - 1]) for ln in range(st.line, st.end_line + 1)
                    if ln not in skip)
+
+    def patch_shape(self, st: TopStmt) -> tuple[frozenset[str] | None, tuple | None]:
+        """(roots of its attribute stores, (function, name arguments) of a bare call) of a
+        statement that binds no name (engine.patches); cached."""
+        hit = self._patch.get(st.index)
+        if hit is None:
+            if st.binds or st.kind not in ("assign", "other"):
+                hit = (None, None)
+            else:
+                hit = (attribute_store_roots(st.node), call_arguments(st.node))
+            self._patch[st.index] = hit
+        return hit
 
     def stmt_text(self, st: TopStmt) -> str:
         return "".join(self.lines[st.line - 1 : st.end_line])

@@ -20,10 +20,17 @@ from pathlib import Path
 from nnrag_tui.engine.bindings import ModuleEntry, ModuleIndex, Target
 from nnrag_tui.engine.errors import ResolutionError
 from nnrag_tui.engine.facts import Block, ImportRecord
-from nnrag_tui.engine.modsource import (ModuleSource, TopStmt, all_chains, bound_only_by_imports,
-                                        holds_container, registered_values)
+from nnrag_tui.engine.modsource import (
+    ModuleSource,
+    TopStmt,
+    all_chains,
+    bound_only_by_imports,
+    holds_container,
+    registered_values,
+)
 from nnrag_tui.engine.modulefiles import ModuleFiles, uses_module_file
 from nnrag_tui.engine.parse import resolve_relative
+from nnrag_tui.engine.patches import mutated_parameters
 
 ALWAYS_EXTERNAL = frozenset({"torch"})
 NodeId = tuple[tuple[str, str], int]  # ((source, module), statement index)
@@ -120,6 +127,7 @@ class Resolver:
         self._sources: dict[tuple[str, str], ModuleSource] = {}
         self.module_files = ModuleFiles()
         self.writers: dict[BindKey, list[BindKey]] = {}  # function -> containers it fills
+        self.mutators: dict[BindKey, frozenset] = {}  # function -> parameters it changes
 
     def is_external(self, module: str) -> bool:
         """torch is always imported, also when its own source is the corpus."""
@@ -177,6 +185,7 @@ class _ClosureBuilder:
         self.shared: dict[BindKey, BindKey] = {}  # binding -> binding whose name it takes
         self.avoid: dict[BindKey, set[str]] = {}  # binding -> names that would be captured
         self._registry_keys: set[BindKey] = set()
+        self.patches: dict[BindKey, list[NodeId]] = {}  # definition -> statements changing it
         self._not_registry: set[BindKey] = set()
 
     # -- graph -----------------------------------------------------------------------------
@@ -218,7 +227,7 @@ class _ClosureBuilder:
                 node = self.order[pos]
                 pos += 1
                 self.visit(node)
-            if not self.add_registry_fillers():
+            if not (self.add_registry_fillers() | self.add_patches()):
                 break
         out_names = self.allocate_names()
         nodes = self.emission_order()
@@ -655,6 +664,54 @@ class _ClosureBuilder:
                             "statement)"))
         return added
 
+    def add_patches(self) -> bool:
+        """Module-level statements, in the modules the closure spans, that change one of its
+        definitions in place after defining it (engine.patches: ``GlobalParams.__new__.
+        __defaults__ = ...``, ``set_cfg(cfg)``). Each is added; emission_order puts it before
+        the uses that run after it upstream. Returns whether any was."""
+        bound = set(self.bind_order)
+        added = False
+        for mkey in list(self.modules):
+            entry, ms = self.entries[mkey], self.modules[mkey]
+            for st in ms.stmts:
+                node = (mkey, st.index)
+                if node in self.seen:
+                    continue
+                roots, call = ms.patch_shape(st)
+                changed: set[BindKey] = set()
+                for name in roots or ():
+                    key = self._binding_key(entry, ms, name)
+                    if key is not None:
+                        changed.add(key)
+                if call is not None:
+                    fkey = self._binding_key(entry, ms, call[0])
+                    mutated = self._mutated_by(fkey) if fkey is not None else frozenset()
+                    for where, name in call[1].items():
+                        key = self._binding_key(entry, ms, name) if where in mutated else None
+                        if key is not None:
+                            changed.add(key)
+                changed &= bound
+                if not changed:
+                    continue
+                self.add(entry, st.index)
+                added = True
+                for key in changed:
+                    self.patches.setdefault(key, []).append(node)
+        return added
+
+    def _mutated_by(self, key: BindKey) -> frozenset:
+        """The parameters a corpus function changes in place (engine.patches)."""
+        hit = self.r.mutators.get(key)
+        if hit is None:
+            hit = frozenset()
+            entry = self.index.entries.get(key[1])
+            if entry is not None and not self.r.is_external(entry.module):
+                ms = self.r.module_source(entry)
+                for i in ms.binders.get(key[2], []):
+                    hit |= mutated_parameters(ms.stmts[i].node)
+            self.r.mutators[key] = hit
+        return hit
+
     def _writes_of(self, key: BindKey) -> list[BindKey]:
         """The module-level containers a function fills when called (registration helpers)."""
         hit = self.r.writers.get(key)
@@ -791,6 +848,17 @@ class _ClosureBuilder:
                 all_deps[d.user].add(target)
                 if d.load:
                     load_deps[d.user].add(target)
+        # a patch goes before the uses that upstream runs after it: later statements of its
+        # module, and other modules (which import it whole) than the patched one's
+        for (user, name), target in self.refs.items():
+            for p in self.patches.get(target, ()):
+                if user == p or (user[0] == p[0] and user[1] < p[1]) or (
+                        user[0] == target[1] and user[0] != p[0]):
+                    continue
+                all_deps[user].add(p)
+                if name in self.modules[user[0]].uses(
+                        self.modules[user[0]].stmts[user[1]]).load:
+                    load_deps[user].add(p)
         # statements of one module that bind the same name keep their upstream order
         by_binding: dict[tuple, list[NodeId]] = {}
         for n in self.order:

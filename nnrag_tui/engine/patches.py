@@ -1,0 +1,95 @@
+"""Module-level statements that change an object defined above them ("patches").
+
+Upstream modules adjust what they just defined while they execute:
+
+- ``GlobalParams.__new__.__defaults__ = (None,) * len(GlobalParams._fields)`` makes every field
+  of EfficientNet-PyTorch's namedtuple optional;
+- ``InceptionOutputs.__annotations__ = {...}`` (torchvision) gives TorchScript its types;
+- ``cfg = CN()`` followed by ``set_cfg(cfg)`` fills torch_geometric.graphgym's configuration,
+  which every graphgym layer reads (``cfg.gnn.layers_post_mp``).
+
+Such a statement binds no name, so following names never reaches it; without it the object
+behaves differently (a TypeError for a missing field, an AttributeError for ``cfg.gnn``). This
+module recognises the two shapes from the AST alone: attribute stores rooted at a name, and a
+call that hands a name to a function which stores into that parameter. Item stores
+(``REG[key] = fn``) are registrations, decided by the registry rule instead.
+"""
+
+from __future__ import annotations
+
+import ast
+
+
+def _root(target: ast.expr) -> str | None:
+    """``X`` for ``X.a``, ``X.a.b`` and ``X.a[k].b``: the name whose object is changed."""
+    node = target
+    while isinstance(node, (ast.Attribute, ast.Subscript)):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def attribute_store_roots(node: ast.stmt) -> frozenset[str] | None:
+    """For an assignment whose every target is an attribute (``X.a = v``, ``X.a.b += v``), the
+    root names; None for any other statement (one that binds a name, stores an item, ...)."""
+    if isinstance(node, ast.Assign):
+        targets = node.targets
+    elif isinstance(node, (ast.AugAssign, ast.AnnAssign)) and getattr(node, "value", 1):
+        targets = [node.target]
+    else:
+        return None
+    roots = set()
+    for t in targets:
+        if not isinstance(t, ast.Attribute):
+            return None
+        r = _root(t)
+        if r is None:
+            return None
+        roots.add(r)
+    return frozenset(roots)
+
+
+def call_arguments(node: ast.stmt) -> tuple[str, dict[int | str, str]] | None:
+    """For a bare call statement ``f(a, b=c)`` of a plain function name: ``f`` and the
+    arguments that are plain names, by position or keyword."""
+    if not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Call)
+            and isinstance(node.value.func, ast.Name)):
+        return None
+    call = node.value
+    args: dict[int | str, str] = {}
+    for i, a in enumerate(call.args):
+        if isinstance(a, ast.Starred):
+            break
+        if isinstance(a, ast.Name):
+            args[i] = a.id
+    for k in call.keywords:
+        if k.arg is not None and isinstance(k.value, ast.Name):
+            args[k.arg] = k.value.id
+    return (call.func.id, args) if args else None
+
+
+def mutated_parameters(fn: ast.stmt) -> frozenset[int | str]:
+    """The parameters (by position and by name) whose object a function changes in place: an
+    attribute or item stored or deleted on it, at any depth (``cfg.gnn = CN()``,
+    ``cfg.model.type = 'gnn'``). Rebinding the parameter itself changes nothing outside."""
+    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return frozenset()
+    a = fn.args
+    positional = [p.arg for p in (*a.posonlyargs, *a.args)]
+    names = set(positional) | {p.arg for p in a.kwonlyargs}
+    changed: set[str] = set()
+    for n in ast.walk(fn):
+        targets: list[ast.expr] = []
+        if isinstance(n, ast.Assign):
+            targets = n.targets
+        elif isinstance(n, (ast.AugAssign, ast.AnnAssign)):
+            targets = [n.target]
+        elif isinstance(n, ast.Delete):
+            targets = n.targets
+        for t in targets:
+            if isinstance(t, (ast.Attribute, ast.Subscript)):
+                r = _root(t)
+                if r in names:
+                    changed.add(r)
+    out: set[int | str] = set(changed)
+    out.update(i for i, p in enumerate(positional) if p in changed)
+    return frozenset(out)
