@@ -51,7 +51,7 @@ def test_index_json_is_one_object_with_the_counts(capsys, zoo_config, cache):
         list((fixture("reexport") / "pkg").rglob("*.py")))
     assert {k: report[k] for k in ("files", "parsed", "cached", "failed")} == {
         "files": n, "parsed": n, "cached": 0, "failed": 0}
-    assert report["blocks"] == 27 + 6
+    assert report["blocks"] == 29 + 6
     assert isinstance(report["seconds"], float) and report["seconds"] >= 0
     assert "zoo" in err  # progress goes to stderr, never into the JSON
     code, out, _ = nnrag(capsys, "index", "--config", str(zoo_config), "--cache-dir", cache,
@@ -63,7 +63,7 @@ def test_index_json_is_one_object_with_the_counts(capsys, zoo_config, cache):
 def test_index_human_summary(capsys, zoo_config, cache):
     code, out, _ = nnrag(capsys, "index", "--config", str(zoo_config), "--cache-dir", cache)
     assert code == 0
-    assert "33 blocks" in out.splitlines()[0]
+    assert "35 blocks" in out.splitlines()[0]
 
 
 def blocks_json(capsys, config, cache, *extra) -> list[dict]:
@@ -75,7 +75,7 @@ def blocks_json(capsys, config, cache, *extra) -> list[dict]:
 
 def test_blocks_json_fields(capsys, zoo_config, cache):
     rows = blocks_json(capsys, zoo_config, cache)  # indexes on first use
-    assert len(rows) == 33
+    assert len(rows) == 35
     focal = next(r for r in rows if r["name"] == "FocalLoss")
     assert {k: focal[k] for k in ("name", "qualname", "category", "repo", "path", "line")} == {
         "name": "FocalLoss", "qualname": "zoo.categories.FocalLoss", "category": "loss",
@@ -155,7 +155,7 @@ def test_unknown_key_is_a_warning_and_the_run_goes_on(capsys, tmp_path, cache):
     cfg = write_config(tmp_path / "c.json", {
         "zoo": {"path": str(fixture("discovery") / "zoo"), "branch": "main"}})
     code, out, err = nnrag(capsys, "index", "--config", str(cfg), "--cache-dir", cache, "--json")
-    assert code == 0 and json.loads(out)["blocks"] == 27
+    assert code == 0 and json.loads(out)["blocks"] == 29
     assert "nnrag: warning: " in err and "'branch'" in err
 
 
@@ -179,7 +179,7 @@ def test_one_bad_source_does_not_stop_the_others(capsys, tmp_path, cache):
     code, out, err = nnrag(capsys, "index", "--config", str(cfg), "--cache-dir", cache, "--json")
     assert code == 0
     report = json.loads(out)
-    assert report["blocks"] == 27
+    assert report["blocks"] == 29
     assert [s["name"] for s in report["sources"] if s.get("error")] == ["ghost"]
     assert "nnrag: error: ghost: path does not exist" in err
 
@@ -270,5 +270,5 @@ def test_options_before_the_command_are_honoured(capsys, zoo_config, cache):
     code, out, _ = nnrag(capsys, "--config", str(zoo_config), "--cache-dir", cache, "--json",
                          "index")
     assert code == 0
-    assert json.loads(out)["blocks"] == 33  # the zoo config, not the built-in default corpus
+    assert json.loads(out)["blocks"] == 35  # the zoo config, not the built-in default corpus
     assert (Path(cache) / "index.sqlite3").is_file()

@@ -467,7 +467,7 @@ def test_dedup_over_the_index(capsys, tmp_path: Path):
                            str(tmp_path / "cache"), "--json")
     assert code == 0, err
     d = json.loads(out)
-    assert d["source"] == "index" and d["counts"]["total"] == 27
+    assert d["source"] == "index" and d["counts"]["total"] == 29
     assert all(c["representative"].startswith("zoo:") for c in d["clusters"])
     families = {r["family"] for r in d["table"]}
     assert "total" in families and families - {"total"} <= {
