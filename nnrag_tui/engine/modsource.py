@@ -15,8 +15,8 @@ import symtable
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from .flow import reads_after_own_binding
-from .patches import attribute_store_roots, call_arguments
+from nnrag_tui.engine.flow import reads_after_own_binding
+from nnrag_tui.engine.patches import attribute_store_roots, call_arguments
 
 COMPREHENSIONS = frozenset({"listcomp", "setcomp", "dictcomp", "genexpr"})
 

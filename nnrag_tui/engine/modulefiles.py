@@ -48,7 +48,7 @@ class ModuleFiles:
                   and 0 < len(c.value) <= 200 and "\n" not in c.value}
         wanted.discard("")
         found = sorted({f for f in files for w in wanted if f == w or f.endswith("/" + w)})
-        return [(str(Path(module_dir, f).as_posix()), f) for f in found[:MAX_SHOWN]]
+        return [(Path(module_dir, f).as_posix(), f) for f in found[:MAX_SHOWN]]
 
 
 def _data_files(directory: str) -> list[str]:
