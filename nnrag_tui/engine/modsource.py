@@ -227,8 +227,9 @@ def class_early_reads(cls: ast.ClassDef) -> list[ast.Name]:
     (``ATTR = K`` then ``K = 100``): Python looks those up in the module's globals (skipping
     any enclosing function), so they are module-level uses that symtable reports as class
     locals. The first binding statement counts as "before" for the value of a plain
-    assignment and for the decorators, defaults and bases of a ``def``/``class``; any other
-    statement that binds conditionally (``if``, ``for``, ``try``) counts as bound."""
+    assignment and for the decorators, defaults, annotations and bases of a
+    ``def``/``class``; any other statement that binds conditionally (``if``, ``for``,
+    ``try``) counts as bound."""
     first: dict[str, int] = {}
     for i, st in enumerate(cls.body):
         for name in _bound_names(st):
@@ -255,7 +256,13 @@ def _class_scope_loads(node: ast.AST):
         args = node.args
         parts: list[ast.AST] = [*args.defaults, *[d for d in args.kw_defaults if d]]
         if not isinstance(node, ast.Lambda):
+            # annotations too: ``def device(self) -> device`` reads the module's ``device``
             parts += node.decorator_list
+            parts += [a.annotation for a in (*args.posonlyargs, *args.args, *args.kwonlyargs,
+                                             args.vararg, args.kwarg)
+                      if a is not None and a.annotation is not None]
+            if node.returns is not None:
+                parts.append(node.returns)
     elif isinstance(node, ast.ClassDef):
         parts = [*node.decorator_list, *node.bases, *[k.value for k in node.keywords]]
     elif isinstance(node, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
@@ -305,6 +312,23 @@ def all_chains(node: ast.stmt, root: str) -> set[str]:
                 if d and d.split(".", 1)[0] == root:
                     out.add(d)
     return out
+
+
+def reads_bare(node: ast.stmt, root: str, resolved: set[str]) -> bool:
+    """Whether the statement reads the name ``root`` other than as the start of a chain with a
+    prefix in ``resolved`` (``getattr(vit, name)`` beside ``vit.Backbone``): there the module
+    itself is the value."""
+    covered: set[int] = set()
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Attribute):
+            d = _dotted(sub)
+            if d and any(d == c or d.startswith(c + ".") for c in resolved):
+                inner = sub
+                while isinstance(inner, ast.Attribute):
+                    inner = inner.value
+                covered.add(id(inner))
+    return any(isinstance(sub, ast.Name) and sub.id == root and isinstance(sub.ctx, ast.Load)
+               and id(sub) not in covered for sub in ast.walk(node))
 
 
 REGISTRY_WRITES = frozenset({"add", "append", "extend", "insert", "update", "setdefault",

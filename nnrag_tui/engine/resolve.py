@@ -26,6 +26,7 @@ from nnrag_tui.engine.modsource import (
     all_chains,
     bound_only_by_imports,
     holds_container,
+    reads_bare,
     registered_values,
 )
 from nnrag_tui.engine.modulefiles import ModuleFiles, uses_module_file
@@ -526,7 +527,7 @@ class _ClosureBuilder:
                                             ct.confidence, load))
                 done.add(chain)
                 found = True
-        if not found:
+        if not found or reads_bare(st.node, name, done):
             # A corpus module used as a value (``inspect.getmembers(torchvision.ops)``) cannot
             # be inlined: keep its import, and say the file needs that package installed.
             ext = Target("external", t.name, how="module-object", confidence=0.5)

@@ -3,13 +3,14 @@ formatting) stays byte for byte.
 
 Three kinds: renaming a module-level name (a clash between two definitions, or an alias whose
 definition is inlined under its own name), turning ``mod.X`` into ``X`` when ``mod`` is a corpus
-module whose ``X`` is inlined, and replacing a guarded import of a corpus name, or one inside a
-function, with an assignment (or nothing, when the inlined name is the bound one). Only names
-that resolve to the module scope are touched, never a local, a
-parameter, an attribute or a keyword argument: each ``Name`` is judged by CPython's own
-``symtable`` for the scope it sits in, and edits are spliced at the exact positions ``ast``
-reports. (libcst's scope analysis did the same at about 200 ms per class on this machine;
-this takes a few milliseconds, and the golden tests pin the results.)
+module whose ``X`` is inlined (into ``globals()["X"]`` where a function or class body stores
+into it: there ``mod.X = v`` sets the module's global, and ``X = v`` would bind a local), and
+replacing a guarded import of a corpus name, or one inside a function, with an assignment (or
+nothing, when the inlined name is the bound one). Only names that resolve to the module scope
+are touched, never a local, a parameter, an attribute or a keyword argument: each ``Name`` is
+judged by CPython's own ``symtable`` for the scope it sits in, and edits are spliced at the
+exact positions ``ast`` reports. (libcst's scope analysis did the same at about 200 ms per
+class on this machine; this takes a few milliseconds, and the golden tests pin the results.)
 """
 
 from __future__ import annotations
@@ -242,6 +243,14 @@ class _Walker:
                 dotted, root = d
                 new = self.chains.get(dotted)
                 if new is not None and self.is_global(table, root.id):
+                    if isinstance(node.ctx, (ast.Store, ast.Del)) \
+                            and table.get_type() != "module":
+                        # ``mod.X = v`` in a function or class body sets the module's global;
+                        # a plain ``X = v`` there would bind a local (or a class attribute)
+                        new = f"globals()[{new!r}]"
+                        self.ed.add(node, new, f"`{dotted}` -> `{new}` (inlined; set from "
+                                               f"a {table.get_type()} body)")
+                        return
                     self.ed.add(node, new, f"`{dotted}` -> `{new}` (inlined)")
                     return
         if isinstance(node, ast.Name):
