@@ -420,6 +420,13 @@ def main() -> None:
     results = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)
     sys.stdout = sys.stderr
+    # jobs come on a private copy of stdin: code that asks the user (kornia's lazy loader
+    # prompts "Please enter 'Y', 'N', or 'A'" on import) reads /dev/null and cannot eat them
+    jobs = os.fdopen(os.dup(0), "r")
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    sys.stdin = open(os.devnull)  # noqa: SIM115  (for the whole run)
     if args.stub:
         sys.meta_path.insert(0, _StubFinder(args.stub))
     for name in args.blank:
@@ -431,7 +438,7 @@ def main() -> None:
 
     from nnrag_tui.engine import blockrun
 
-    for line in sys.stdin:
+    for line in jobs:
         if not line.strip():
             continue
         job = json.loads(line)
