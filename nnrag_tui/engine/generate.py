@@ -13,6 +13,7 @@ import sys
 from dataclasses import dataclass, field
 
 from nnrag_tui import __version__
+from nnrag_tui.engine.moduleobject import is_object_key
 from nnrag_tui.engine.resolve import UNUSED, Closure, ExternalImport, NodeId
 from nnrag_tui.engine.rewrite import rewrite_statement
 from nnrag_tui.engine.spec import build_spec, find_class
@@ -66,9 +67,10 @@ def generate(closure: Closure, sources: dict[str, dict]) -> GeneratedBlock:
         text, log = _statement_text(closure, node, refs_by_node.get(node, []))
         st = closure.stmt(node)
         entry = closure.entries[node[0]]
-        definitions.append(Definition(entry.source, entry.module, entry.facts.relpath, st.line,
-                                      st.end_line, entry.facts.sha1, tuple(sorted(st.binds)),
-                                      tuple(log)))
+        if not is_object_key(node[0]):  # a module object is not upstream text (its note says)
+            definitions.append(Definition(entry.source, entry.module, entry.facts.relpath,
+                                          st.line, st.end_line, entry.facts.sha1,
+                                          tuple(sorted(st.binds)), tuple(log)))
         if body:
             body.append(_separator(closure, prev, node))
         body.append(text.rstrip() + "\n")
@@ -116,6 +118,12 @@ def _separator(closure: Closure, a: NodeId, b: NodeId) -> str:
             any(line.strip() for line in gap):
         return "\n\n"
     return "\n" * len(gap)
+
+
+def statement_text(closure: Closure, node: NodeId) -> str:
+    """One statement as the generated file has it, rewrites made."""
+    refs = [(name, key) for (user, name), key in closure.refs.items() if user == node]
+    return _statement_text(closure, node, refs)[0]
 
 
 def _statement_text(closure: Closure, node: NodeId,

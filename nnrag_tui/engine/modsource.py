@@ -314,21 +314,23 @@ def all_chains(node: ast.stmt, root: str) -> set[str]:
     return out
 
 
-def reads_bare(node: ast.stmt, root: str, resolved: set[str]) -> bool:
-    """Whether the statement reads the name ``root`` other than as the start of a chain with a
-    prefix in ``resolved`` (``getattr(vit, name)`` beside ``vit.Backbone``): there the module
-    itself is the value."""
+def reads_bare(node: ast.stmt, dotted: str, resolved: set[str]) -> bool:
+    """Whether the statement reads ``dotted`` (a name, or a chain such as ``litgpt.lora``)
+    other than inside a chain that is or extends one in ``resolved`` (``getattr(vit, name)``
+    beside ``vit.Backbone``): there the module itself is the value."""
     covered: set[int] = set()
     for sub in ast.walk(node):
-        if isinstance(sub, ast.Attribute):
+        if isinstance(sub, ast.Attribute) and id(sub) not in covered:
             d = _dotted(sub)
             if d and any(d == c or d.startswith(c + ".") for c in resolved):
-                inner = sub
+                inner: ast.expr = sub
                 while isinstance(inner, ast.Attribute):
+                    covered.add(id(inner))
                     inner = inner.value
                 covered.add(id(inner))
-    return any(isinstance(sub, ast.Name) and sub.id == root and isinstance(sub.ctx, ast.Load)
-               and id(sub) not in covered for sub in ast.walk(node))
+    return any(isinstance(sub, (ast.Name, ast.Attribute)) and id(sub) not in covered
+               and isinstance(sub.ctx, ast.Load) and _dotted(sub) == dotted
+               for sub in ast.walk(node))
 
 
 REGISTRY_WRITES = frozenset({"add", "append", "extend", "insert", "update", "setdefault",

@@ -30,6 +30,12 @@ from nnrag_tui.engine.modsource import (
     registered_values,
 )
 from nnrag_tui.engine.modulefiles import ModuleFiles, uses_module_file
+from nnrag_tui.engine.moduleobject import (
+    MODULE_OBJECT,
+    namespace,
+    object_key,
+    object_source,
+)
 from nnrag_tui.engine.parse import resolve_relative
 from nnrag_tui.engine.patches import mutated_parameters
 
@@ -188,6 +194,8 @@ class _ClosureBuilder:
         self._registry_keys: set[BindKey] = set()
         self.patches: dict[BindKey, list[NodeId]] = {}  # definition -> statements changing it
         self._not_registry: set[BindKey] = set()
+        # module objects (engine.moduleobject): their key -> (members, the name to give it)
+        self.objects: dict[tuple[str, str], tuple[list[tuple[str, Target]], str]] = {}
 
     # -- graph -----------------------------------------------------------------------------
     def ms(self, entry: ModuleEntry) -> ModuleSource:
@@ -198,13 +206,45 @@ class _ClosureBuilder:
         return ms
 
     def add(self, entry: ModuleEntry, idx: int) -> NodeId:
-        node = (entry.key, idx)
+        self.ms(entry)
+        return self._add((entry.key, idx))
+
+    def _add(self, node: NodeId) -> NodeId:
         if node not in self.seen:
             self.seen.add(node)
             self.order.append(node)
-            for name in self.ms(entry).stmts[idx].binds:
-                self._bind(("def", entry.key, name))
+            for name in self.modules[node[0]].stmts[node[1]].binds:
+                self._bind(("def", node[0], name))
         return node
+
+    def module_object(self, mentry: ModuleEntry, name: str, user: str) -> NodeId:
+        """The statement standing in for the corpus module ``mentry`` where it is used as a
+        value (engine.moduleobject), named ``name`` as its first user calls it."""
+        key = object_key(mentry.key)
+        if key not in self.objects:
+            found = {n: self.index.lookup(mentry, n) for n in namespace(self.index, mentry)}
+            members = [(n, t) for n, t in found.items() if t.kind in ("def", "external") and not (
+                n == "types" and not (t.kind == "external" and t.name == "types"))]
+            subs = sum(1 for t in found.values() if t.kind == "module")
+            self.modules[key] = object_source(mentry.module, [n for n, _ in members])
+            self.entries[key] = mentry
+            self.objects[key] = (members, name)
+            self.notes.append(
+                f"`{name}` is a module object standing in for {mentry.module}, which {user} "
+                f"uses as a value: it holds the {len(members)} name"
+                f"{'s' if len(members) != 1 else ''} that module binds, each inlined or "
+                "imported here" + (f" ({subs} submodule{'s' if subs != 1 else ''} left out)"
+                                   if subs else ""))
+        return self._add((key, 0))
+
+    def visit_module_object(self, node: NodeId) -> None:
+        entry = self.entries[node[0]]
+        st = self.modules[node[0]].stmts[0]
+        for name, t in self.objects[node[0]][0]:
+            self.follow(node, entry, st, name, t, True, set())
+        imp = self.external_import(entry, "types", Target("external", "types", how="import"))
+        self.refs[(node, "types")] = ("ext", imp.identity)
+        self.deps.append(Dependency(node, "types", "external", imp.text(), "import", 1.0, True))
 
     def _bind(self, key: BindKey) -> None:
         if key not in self.bind_order:
@@ -347,6 +387,9 @@ class _ClosureBuilder:
                 "the file imports only where a version that has it is installed")
 
     def visit(self, node: NodeId) -> None:
+        if node[0] in self.objects:
+            self.visit_module_object(node)
+            return
         entry = self.entries[node[0]]
         ms = self.modules[node[0]]
         st = ms.stmts[node[1]]
@@ -527,9 +570,28 @@ class _ClosureBuilder:
                                             ct.confidence, load))
                 done.add(chain)
                 found = True
-        if not found or reads_bare(st.node, name, done):
-            # A corpus module used as a value (``inspect.getmembers(torchvision.ops)``) cannot
-            # be inlined: keep its import, and say the file needs that package installed.
+        where = f"{entry.module}:{st.line}"
+        for chain in sorted(chains, key=lambda c: (-len(c), c)):
+            # ``getattr(litgpt.lora, name)``: a submodule reached by a chain, used as a value
+            ct = self.index.resolve_dotted(entry, chain)
+            if ct.kind == "module" and ct.entry is not None and \
+                    not self.r.is_external(ct.entry.module) and reads_bare(st.node, chain, done):
+                obj = self.module_object(ct.entry, chain.rsplit(".", 1)[-1], where)
+                self.chains.setdefault(node, {})[chain] = ("def", obj[0], MODULE_OBJECT)
+                self.deps.append(Dependency(node, chain, "definition", ct.name,
+                                            "module-object", 1.0, load, (obj,)))
+                done.add(chain)
+                found = True
+        if found and not reads_bare(st.node, name, done):
+            return
+        if t.entry is not None:
+            obj = self.module_object(t.entry, name, where)
+            self.refs[(node, name)] = ("def", obj[0], MODULE_OBJECT)
+            self.deps.append(Dependency(node, name, "definition", t.name, "module-object", 1.0,
+                                        load, (obj,)))
+        else:
+            # A package whose ``__init__`` is not indexed, used as a value, cannot be inlined:
+            # keep its import, and say the file needs that package installed.
             ext = Target("external", t.name, how="module-object", confidence=0.5)
             imp = self.external_import(entry, name, ext)
             self.refs[(node, name)] = ("ext", imp.identity)
@@ -803,7 +865,10 @@ class _ClosureBuilder:
         for key in self.bind_order:
             if key in self.shared:
                 continue
-            if key[0] == "def":
+            if key[0] == "def" and key[1] in self.objects:
+                want = self.objects[key[1]][1]
+                tail = self.entries[key[1]].module.rsplit(".", 1)[-1]
+            elif key[0] == "def":
                 want = key[2]
                 tail = key[1][1].rsplit(".", 1)[-1]
             else:

@@ -13,11 +13,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from nnrag_tui.engine.moduleobject import KIND
+
 if TYPE_CHECKING:
     from nnrag_tui.engine.resolve import Closure, Dependency, NodeId
 
 STMT_KINDS = {"class": "class", "function": "function", "assign": "constant",
-              "compound": "statement"}
+              "compound": "statement", KIND: "module"}
 
 
 @dataclass(frozen=True)
@@ -126,6 +128,12 @@ class DependencyGraph:
                 ms = c.modules[n[0]]
                 entry = c.entries[n[0]]
             except (KeyError, IndexError):
+                continue
+            if st.kind == KIND:  # not upstream text: shown as the file has it
+                from nnrag_tui.engine.generate import statement_text  # loaded on first use
+
+                where = where or f"made by nnrag: the module {entry.module}, used as a value"
+                chunks.append((0, statement_text(c, n).rstrip("\n")))
                 continue
             if not chunks:
                 where = f"{entry.source} · {entry.facts.relpath}:{st.line}-{st.end_line}"

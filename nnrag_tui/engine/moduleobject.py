@@ -1,0 +1,64 @@
+"""A corpus module that upstream uses as a value, not only through ``mod.X`` chains.
+
+kornia's AutoAugment builds its operations with ``getattr(ops, name)(prob, mag)`` from a table
+of names, litgpt's LoRA config picks its MLP with ``getattr(litgpt.lora, self.mlp_class_name)``,
+torchvision's feature extraction lists ``inspect.getmembers(torchvision.ops)``. Inlined, the
+module itself is gone. Keeping ``from kornia... import ops`` instead needs the package installed
+and mixes its classes with the inlined ones, so an ``isinstance`` against an inlined base fails.
+
+The generated file gets a module object instead: one statement, placed after every name it
+holds, that makes a ``types.ModuleType`` under upstream's module name and fills it with the
+names upstream's module binds (its definitions and imports, star imports included; dunder
+names and submodules left out). Each name is a dependency like any other, inlined or imported,
+so ``getattr``, ``vars`` and ``inspect.getmembers`` see what they see upstream.
+
+The statement is not upstream text: it lives in a module of its own in the closure (the key
+``(source, module + "#object")``) and the header says what it stands for.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the app's tree view reads KIND without loading the resolver's modules
+    from nnrag_tui.engine.modsource import ModuleSource
+
+MODULE_OBJECT = "__nnrag_module__"  # the name the statement binds, renamed on output
+KIND = "module_object"  # its TopStmt.kind
+_SUFFIX = "#object"
+
+
+def object_key(module_key: tuple[str, str]) -> tuple[str, str]:
+    return (module_key[0], module_key[1] + _SUFFIX)
+
+
+def is_object_key(key: tuple[str, str]) -> bool:
+    return key[1].endswith(_SUFFIX)
+
+
+def namespace(index, entry) -> list[str]:
+    """The names ``entry``'s module binds at its top level, as ``getattr`` finds them."""
+    names = set(entry.defs) | set(entry.imports)
+    for star in entry.stars:
+        src = index.find_module(star.target, entry.source)
+        if src is not None:
+            names |= index.exports(src)
+    return sorted(n for n in names if not (n.startswith("__") and n.endswith("__"))
+                  and n != MODULE_OBJECT)
+
+
+def object_text(module: str, members: list[str]) -> str:
+    body = "".join(f"    {n}={n},\n" for n in members)
+    return (f'{MODULE_OBJECT} = types.ModuleType("{module}")\n'
+            f"{MODULE_OBJECT}.__dict__.update(\n{body})\n")
+
+
+def object_source(module: str, members: list[str]) -> ModuleSource:
+    """The statement as a module of its own: one top-level unit spanning both lines."""
+    from nnrag_tui.engine.modsource import ModuleSource, TopStmt
+
+    ms = ModuleSource(object_text(module, members), f"<module object of {module}>")
+    ms.stmts = [TopStmt(0, 1, len(ms.lines), KIND, frozenset({MODULE_OBJECT}),
+                        ms.stmts[0].node)]
+    ms.binders = {MODULE_OBJECT: [0]}
+    return ms
