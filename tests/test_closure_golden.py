@@ -180,7 +180,9 @@ MUST = {
     ("patches", "Net"): [
         ('GlobalParams = collections.namedtuple("GlobalParams", ["width", "depth", "dropout"])\n'
          "GlobalParams.__new__.__defaults__ = (None,) * len(GlobalParams._fields)\n"),
-        "def set_cfg(cfg):", "\n\nset_cfg(cfg)\n\n\nclass Net(nn.Module):"],
+        "def set_cfg(cfg):", "\n\nset_cfg(cfg)\n\n\nclass Net(nn.Module):",
+        ("SCALE = torch.empty(2, 2)\nSCALE.fill_(3.0)\nSCALE[0, 0] = 1.0\n"
+         "SCALE = nn.Parameter(SCALE.clone(), requires_grad=False)\n")],
 }
 MUST_NOT = {
     ("relative", "Net"): ["unused_helper", "NotNeeded", "from .", "sibling."],
@@ -214,7 +216,7 @@ MUST_NOT = {
     ("externals", "Net"): ["import os", "import sys", "List", "def unused",
                            "import torch\n"],
     ("guarded_handlers", "Net"): ["circular", "SIZE"],
-    ("patches", "Net"): ["Unrelated", "describe"],
+    ("patches", "Net"): ["Unrelated", "describe", "_TABLES"],
     ("guarded_handlers", "Padded"): ["HAS_SCATTER", "SparseTensor"],
     ("conditional_rebind", "Net"): ["nnrag_missing_accel", "_ACCEL", "unused_helper", "os_",
                                     "json_"],

@@ -195,8 +195,13 @@ def _header(closure: Closure, definitions: list[Definition], sources: dict[str, 
     for d in definitions:
         by_file.setdefault((d.source, d.relpath, d.sha1), []).append(d)
     for (_, relpath, sha1), defs in sorted(by_file.items()):
-        items = [f"{d.line}-{d.end_line} {','.join(d.names) or '-'}"
-                 for d in sorted(defs, key=lambda d: d.line)]
+        spans: list[list] = []  # [first, last, names]; nameless statements in a row as one
+        for d in sorted(defs, key=lambda d: d.line):
+            if spans and not d.names and not spans[-1][2] and d.line == spans[-1][1] + 1:
+                spans[-1][1] = d.end_line
+            else:
+                spans.append([d.line, d.end_line, d.names])
+        items = [f"{a}-{b} {','.join(names) or '-'}" for a, b, names in spans]
         out.extend(_wrap(f"#   {relpath}, {sha1[:12]}: ", items))
     rewrites = [f"{d.relpath}:{d.line}: {r}" for d in definitions for r in d.rewrites]
     if rewrites:

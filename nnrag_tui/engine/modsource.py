@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from nnrag_tui.engine.flow import reads_after_own_binding
-from nnrag_tui.engine.patches import attribute_store_roots, call_arguments
+from nnrag_tui.engine.patches import attribute_store_roots, call_arguments, in_place_roots
 
 COMPREHENSIONS = frozenset({"listcomp", "setcomp", "dictcomp", "genexpr"})
 
@@ -49,6 +49,7 @@ class ModuleSource:
     def __init__(self, text: str, filename: str = "<module>") -> None:
         self.text = text
         self.filename = filename
+        self.crlf = False  # whether upstream's file ended its lines with CRLF (see resolve)
         self.lines = text.splitlines(keepends=True)
         tree = ast.parse(text, filename=filename)
         self.stmts: list[TopStmt] = []
@@ -90,15 +91,18 @@ class ModuleSource:
         return any(pattern.search(self.lines[ln - 1]) for ln in range(st.line, st.end_line + 1)
                    if ln not in skip)
 
-    def patch_shape(self, st: TopStmt) -> tuple[frozenset[str] | None, tuple | None]:
-        """(roots of its attribute stores, (function, name arguments) of a bare call) of a
-        statement that binds no name (engine.patches); cached."""
+    def patch_shape(self, st: TopStmt) -> tuple[frozenset[str] | None, tuple | None,
+                                                 frozenset[str] | None]:
+        """(roots of its attribute stores, (function, name arguments) of a bare call, roots of
+        its item stores or method calls) of a statement that binds no name (engine.patches);
+        cached."""
         hit = self._patch.get(st.index)
         if hit is None:
             if st.binds or st.kind not in ("assign", "other"):
-                hit = (None, None)
+                hit = (None, None, None)
             else:
-                hit = (attribute_store_roots(st.node), call_arguments(st.node))
+                hit = (attribute_store_roots(st.node), call_arguments(st.node),
+                       in_place_roots(st.node))
             self._patch[st.index] = hit
         return hit
 

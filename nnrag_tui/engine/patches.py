@@ -8,11 +8,16 @@ Upstream modules adjust what they just defined while they execute:
 - ``cfg = CN()`` followed by ``set_cfg(cfg)`` fills torch_geometric.graphgym's configuration,
   which every graphgym layer reads (``cfg.gnn.layers_post_mp``).
 
+- ``c_table = np.empty((8, 8))``, ``c_table.fill(99)``, ``c_table[:4, :4] = ...`` (BasicSR's
+  DiffJPEG) fill an array before ``c_table = nn.Parameter(torch.from_numpy(c_table))``.
+
 Such a statement binds no name, so following names never reaches it; without it the object
-behaves differently (a TypeError for a missing field, an AttributeError for ``cfg.gnn``). This
-module recognises the two shapes from the AST alone: attribute stores rooted at a name, and a
-call that hands a name to a function which stores into that parameter. Item stores
-(``REG[key] = fn``) are registrations, decided by the registry rule instead.
+behaves differently (a TypeError for a missing field, an AttributeError for ``cfg.gnn``,
+uninitialised weights). This module recognises the shapes from the AST alone: attribute stores
+rooted at a name, a call that hands a name to a function which stores into that parameter,
+and item stores and method calls on a name (``in_place_roots``). On a module-level container
+(``REG[key] = fn``, ``REG.update(...)``) the last two are registrations, which the registry
+rule decides instead.
 """
 
 from __future__ import annotations
@@ -42,6 +47,29 @@ def attribute_store_roots(node: ast.stmt) -> frozenset[str] | None:
         if not isinstance(t, ast.Attribute):
             return None
         r = _root(t)
+        if r is None:
+            return None
+        roots.add(r)
+    return frozenset(roots)
+
+
+def in_place_roots(node: ast.stmt) -> frozenset[str] | None:
+    """For an assignment whose every target is an item of something rooted at a name
+    (``X[k] = v``, ``X.a[i:j] += v``), or a bare call of a method on one (``X.fill(99)``,
+    ``X.a.update(d)``): the root names; None for any other statement."""
+    if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) \
+            and isinstance(node.value.func, ast.Attribute):
+        r = _root(node.value.func)
+        return frozenset({r}) if r is not None else None
+    if isinstance(node, ast.Assign):
+        targets = node.targets
+    elif isinstance(node, ast.AugAssign):
+        targets = [node.target]
+    else:
+        return None
+    roots = set()
+    for t in targets:
+        r = _root(t) if isinstance(t, ast.Subscript) else None
         if r is None:
             return None
         roots.add(r)

@@ -159,6 +159,7 @@ class Resolver:
                 raise ResolutionError(
                     f"{path} changed since it was indexed; run `nnrag index` again")
             ms = ModuleSource(_decode(data), str(path))
+            ms.crlf = b"\r" in data
             self._sources[entry.key] = ms
         return ms
 
@@ -281,6 +282,12 @@ class _ClosureBuilder:
         self.note_unindexed_imports()
         self.note_deferred_modules(nodes)
         self.note_module_files(nodes)
+        crlf = sorted({self.entries[n[0]].facts.relpath for n in nodes
+                       if self.modules[n[0]].crlf})
+        if crlf:
+            self.notes.append(f"{', '.join(crlf)} "
+                              f"{'ends its' if len(crlf) == 1 else 'end their'} lines with "
+                              "CRLF upstream; here every line ends with LF")
         return Closure(self.block, nodes, self.modules, self.entries, self.deps,
                        self.externals, out_names, self.refs, self.chains, self.guarded,
                        self.unresolved, self.notes, sorted(future), self.early_refs)
@@ -740,12 +747,16 @@ class _ClosureBuilder:
                 node = (mkey, st.index)
                 if node in self.seen:
                     continue
-                roots, call = ms.patch_shape(st)
+                roots, call, in_place = ms.patch_shape(st)
                 changed: set[BindKey] = set()
                 for name in roots or ():
                     key = self._binding_key(entry, ms, name)
                     if key is not None:
                         changed.add(key)
+                for name in in_place or ():
+                    key = self._binding_key(entry, ms, name)
+                    if key is not None and key in bound and not self._is_container(key):
+                        changed.add(key)  # a container's item stores are the registry rule's
                 if call is not None:
                     fkey = self._binding_key(entry, ms, call[0])
                     mutated = self._mutated_by(fkey) if fkey is not None else frozenset()
@@ -761,6 +772,13 @@ class _ClosureBuilder:
                 for key in changed:
                     self.patches.setdefault(key, []).append(node)
         return added
+
+    def _is_container(self, key: BindKey) -> bool:
+        """Whether a definition is a module-level container or a class holding one, as the
+        registry rule sees it."""
+        entry, ms = self.entries.get(key[1]), self.modules.get(key[1])
+        return entry is not None and ms is not None and any(
+            holds_container(ms.stmts[i].node) for i in self.binders(entry, key[2]))
 
     def _mutated_by(self, key: BindKey) -> frozenset:
         """The parameters a corpus function changes in place (engine.patches)."""
@@ -935,6 +953,7 @@ class _ClosureBuilder:
             for a, b in zip(group, group[1:]):
                 all_deps[b].add(a)
                 load_deps[b].add(a)
+        patching = {p for ps in self.patches.values() for p in ps}
         emitted: list[NodeId] = []
         done: set[NodeId] = set()
         remaining = set(self.order)
@@ -954,7 +973,8 @@ class _ClosureBuilder:
                                       for n in sorted(ready, key=key))
                     self.notes.append(f"circular load-time dependency among {where}; "
                                       "upstream order kept")
-            pick = min(ready, key=lambda n: (key(n), rank[n]))
+            # a patch goes as soon as it can: right after what it changes, as upstream has it
+            pick = min(ready, key=lambda n: (n not in patching, key(n), rank[n]))
             emitted.append(pick)
             done.add(pick)
             remaining.discard(pick)
@@ -1024,4 +1044,7 @@ def _decode(data: bytes) -> str:
         text = data.decode(enc)
     except (SyntaxError, UnicodeDecodeError, LookupError):
         text = data.decode("utf-8", "replace")
-    return text[1:] if text.startswith("\ufeff") else text
+    text = text[1:] if text.startswith("\ufeff") else text
+    # one file, one kind of line ending: a CRLF module's lines are copied with "\n" (said in
+    # the header); line numbers are unchanged, as Python counts "\r\n" as one line break
+    return text.replace("\r\n", "\n").replace("\r", "\n") if "\r" in text else text
