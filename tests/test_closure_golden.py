@@ -82,6 +82,8 @@ MUST = {
     ("attribute", "NetChain"): ['norm = types.ModuleType("attrpkg.layers.norm")\n',
                                 "    RmsNorm=RmsNorm,\n", "    nn=nn,\n",
                                 "getattr(norm, kind)(dim)"],
+    ("attribute", "NetChainLocal"): ['norm_norm = types.ModuleType("attrpkg.layers.norm")\n',
+                                     "        norm = getattr(norm_norm, kind)\n"],
     ("attribute", "NetPick"): ["self.mlp = Mlp(dim)", "getattr(layers, kind)(dim)",
                                'layers = types.ModuleType("attrpkg.layers")\n'
                                "layers.__dict__.update(\n    Mlp=Mlp,\n    Norm=RmsNorm,\n)\n",

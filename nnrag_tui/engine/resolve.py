@@ -585,6 +585,7 @@ class _ClosureBuilder:
                     not self.r.is_external(ct.entry.module) and reads_bare(st.node, chain, done):
                 obj = self.module_object(ct.entry, chain.rsplit(".", 1)[-1], where)
                 self.chains.setdefault(node, {})[chain] = ("def", obj[0], MODULE_OBJECT)
+                self.avoid_capture(("def", obj[0], MODULE_OBJECT), node)
                 self.deps.append(Dependency(node, chain, "definition", ct.name,
                                             "module-object", 1.0, load, (obj,)))
                 done.add(chain)
