@@ -680,11 +680,7 @@ class _ClosureBuilder:
             if key[0] != "def" or key in self._not_registry:
                 continue
             if key not in self._registry_keys:
-                entry = self.entries.get(key[1])
-                ms = self.modules.get(key[1])
-                if entry is None or ms is None or not any(
-                        holds_container(ms.stmts[i].node)
-                        for i in self.binders(entry, key[2])):
+                if not self._is_container(key):
                     self._not_registry.add(key)
                     continue
                 self._registry_keys.add(key)
