@@ -33,24 +33,24 @@ def _root(target: ast.expr) -> str | None:
     return node.id if isinstance(node, ast.Name) else None
 
 
-def attribute_store_roots(node: ast.stmt) -> frozenset[str] | None:
-    """For an assignment whose every target is an attribute (``X.a = v``, ``X.a.b += v``), the
-    root names; None for any other statement (one that binds a name, stores an item, ...)."""
+def _store_roots(node: ast.stmt, kind: type, annotated: bool) -> frozenset[str] | None:
+    """The root names of an assignment whose every target is a ``kind`` (an attribute or an
+    item) rooted at a name; None for any other statement."""
     if isinstance(node, ast.Assign):
         targets = node.targets
-    elif isinstance(node, (ast.AugAssign, ast.AnnAssign)) and getattr(node, "value", 1):
+    elif isinstance(node, ast.AugAssign) or (
+            annotated and isinstance(node, ast.AnnAssign) and node.value is not None):
         targets = [node.target]
     else:
         return None
-    roots = set()
-    for t in targets:
-        if not isinstance(t, ast.Attribute):
-            return None
-        r = _root(t)
-        if r is None:
-            return None
-        roots.add(r)
-    return frozenset(roots)
+    roots = {_root(t) if isinstance(t, kind) else None for t in targets}
+    return None if None in roots else frozenset(roots)  # type: ignore[arg-type]
+
+
+def attribute_store_roots(node: ast.stmt) -> frozenset[str] | None:
+    """For an assignment whose every target is an attribute (``X.a = v``, ``X.a.b += v``), the
+    root names; None for any other statement (one that binds a name, stores an item, ...)."""
+    return _store_roots(node, ast.Attribute, annotated=True)
 
 
 def in_place_roots(node: ast.stmt) -> frozenset[str] | None:
@@ -61,19 +61,7 @@ def in_place_roots(node: ast.stmt) -> frozenset[str] | None:
             and isinstance(node.value.func, ast.Attribute):
         r = _root(node.value.func)
         return frozenset({r}) if r is not None else None
-    if isinstance(node, ast.Assign):
-        targets = node.targets
-    elif isinstance(node, ast.AugAssign):
-        targets = [node.target]
-    else:
-        return None
-    roots = set()
-    for t in targets:
-        r = _root(t) if isinstance(t, ast.Subscript) else None
-        if r is None:
-            return None
-        roots.add(r)
-    return frozenset(roots)
+    return _store_roots(node, ast.Subscript, annotated=False)
 
 
 def call_arguments(node: ast.stmt) -> tuple[str, dict[int | str, str]] | None:
