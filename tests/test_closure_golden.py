@@ -103,6 +103,9 @@ MUST = {
     ("type_checking", "Net"): ["if TYPE_CHECKING:\n    from collections.abc import Sequence\n",
                                "@dataclass\nclass NetConfig:\n",
                                'cfg: Optional["NetConfig"] = None'],
+    # every import of the guard is inlined: a block cannot be empty (peft's mapping.py)
+    ("type_checking", "Registered"): ["if TYPE_CHECKING:\n    pass\n",
+                                      "CONFIGS: dict[str, type[NetConfig]] = {}"],
     ("guarded_const", "Attention"): [
         ("if 'GCPKG_FUSED_ATTN' in os.environ:\n"
          "    _USE_FUSED = int(os.environ['GCPKG_FUSED_ATTN'])\nelse:\n    _USE_FUSED = 1\n"),
@@ -200,6 +203,7 @@ MUST_NOT = {
     ("attribute", "NetChain"): ["import attrpkg", "getattr(attrpkg.layers.norm, kind)(dim)"],
     ("try_fallback", "Net"): ["from .compat", "from trypkg"],
     ("type_checking", "Net"): ["from .config", "from tcpkg", "NetConfig_", "pass\n"],
+    ("type_checking", "Registered"): ["from .config", "from .net", "NETS"],
     ("try_fallback", "OtherNorm"): ["FusedNorm", "nnrag_missing_kernels", "try:"],
     ("registry", "KernelNet"): ["_gelu_kernel", "def gelu", "_ACTS", "_model_entrypoints"],
     ("guarded_const", "Attention"): ["_UNRELATED", "to_3tuple"],

@@ -102,19 +102,30 @@ def _rewrite(text: str, renames: dict[str, str], chains: dict[str, str],
     ed = _Edits(text)
     walker = _Walker(ed, renames, chains, guarded, early, home)
     if guarded:
-        walker.alone = _alone_in_block(tree)
+        walker.alone = _alone_in_block(tree, walker.leaves_nothing)
     walker.run(tree, table)
     return ed.apply(), ed.log
 
 
-def _alone_in_block(tree: ast.AST) -> set[int]:
-    """Ids of the statements that are the only statement of their block."""
+def _alone_in_block(tree: ast.AST, leaves_nothing) -> set[int]:
+    """Ids of the statements that must become ``pass`` when nothing is left of them: the only
+    statement of its block, or the first of a block whose every statement is an import that
+    ``leaves_nothing(stmt, module_level)`` (peft's ``if TYPE_CHECKING:`` holding only corpus
+    imports, all inlined): a block cannot be empty."""
     out: set[int] = set()
-    for node in ast.walk(tree):
+
+    def walk(node: ast.AST, module_level: bool) -> None:
+        inner = module_level and not isinstance(node, SCOPES)
         for f in ("body", "orelse", "finalbody"):
             body = getattr(node, f, None)
-            if isinstance(body, list) and len(body) == 1:
+            if not isinstance(body, list) or not body or not isinstance(body[0], ast.stmt):
+                continue
+            if len(body) == 1 or all(leaves_nothing(s, inner) for s in body):
                 out.add(id(body[0]))
+        for child in ast.iter_child_nodes(node):
+            walk(child, inner)
+
+    walk(tree, True)
     return out
 
 
@@ -345,6 +356,23 @@ class _Walker:
         self.ed.add_span((node.lineno, m.start(1), node.lineno, m.end(1)), new,
                          f"renamed {'class' if kind == 'class' else 'function'} "
                          f"`{node.name}` -> `{new}`")
+
+    def leaves_nothing(self, node: ast.stmt, module_level: bool) -> bool:
+        """Whether ``visit_import`` removes this statement entirely: an import each of whose
+        names is dropped (inlined under the name it binds, or unused)."""
+        if not isinstance(node, (ast.Import, ast.ImportFrom)):
+            return False
+        for alias in node.names:
+            bound = alias.asname or (alias.name if isinstance(node, ast.ImportFrom)
+                                     else alias.name.split(".")[0])
+            key = (node.lineno, bound)
+            if key not in self.guarded:
+                return False
+            source = self.guarded[key]
+            target = self.renames.get(bound, bound) if module_level else bound
+            if source not in ("", None, target):
+                return False
+        return True
 
     def visit_import(self, node: ast.Import | ast.ImportFrom, module_level: bool) -> None:
         """A corpus import whose definition is inlined: dropped, or ``bound = name`` where the
