@@ -214,7 +214,25 @@ BAD = {
     "fetch weights policy": ({"repositories": {"r": {"url": URL}}, "fetch": "everything"},
                              ["fetch"]),
     "all disabled": ({"r": {"url": URL, "enabled": False}}, ["disabled"]),
+    "import_root not a string": ({"r": {"url": URL, "import_root": 1}}, ["'import_root'"]),
+    "import_root escaping the repo": ({"r": {"url": URL, "import_root": "../x"}},
+                                      ["'import_root'", "inside the repository"]),
+    "import_root absolute": ({"r": {"path": "/x", "import_root": "/src"}},
+                             ["'import_root'", "inside the repository"]),
+    "import_root on a dist": ({"r": {"dist": "timm", "import_root": "src"}},
+                              ["'import_root'", "'dist'"]),
+    "paths outside import_root": ({"r": {"url": URL, "import_root": "src",
+                                         "paths": ["src/pkg", "tools"]}},
+                                  ["'paths'", "'tools'", "outside import_root 'src'"]),
 }
+
+
+def test_import_root_is_normalised_and_optional():
+    cfg = parse_config({"a": {"url": URL, "import_root": "./python/", "paths": ["python/pkg"]},
+                        "b": {"url": URL, "import_root": "."}, "c": {"url": URL}})
+    assert cfg.source("a").import_root == "python"
+    assert cfg.source("b").import_root == ""  # the repository itself, never the src guess
+    assert cfg.source("c").import_root is None  # found when the source is read
 
 
 @pytest.mark.parametrize("data,needles", BAD.values(), ids=list(BAD))

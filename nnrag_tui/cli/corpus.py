@@ -93,5 +93,6 @@ def cmd_sources(args) -> int:
     for r in rows:
         state = r.get("error") or f"{r['files']} files, {r['blocks']} blocks"
         commit = f" @ {r['commit'][:12]}" if r.get("commit") else ""
-        print(named(r["name"], state) + commit)
+        under = f" (modules from {r['import_root']}/)" if r.get("import_root") else ""
+        print(named(r["name"], state) + commit + under)
     return 0

@@ -34,6 +34,7 @@ SOURCE_KEYS = {
     "ref",
     "priority",
     "paths",
+    "import_root",
     "description",
     "include",
     "exclude",
@@ -79,6 +80,9 @@ class SourceConfig:
     ref: str | None = None
     priority: int = 1
     paths: tuple[str, ...] = ()
+    # the folder (relative to the repository) that module names start from: "src" for a
+    # src layout (``src/peft/x.py`` is module ``peft.x``); None: found by ``sources``
+    import_root: str | None = None
     description: str = ""
     include: tuple[str, ...] = ("**/*.py",)
     exclude: tuple[str, ...] = DEFAULT_EXCLUDE
@@ -250,6 +254,7 @@ def _parse_source(
             raise ConfigError(f"{where}: field 'paths' must stay inside the repository ({p!r})")
     if "." in paths:  # "." (or "./", "a/..") is the whole repository, as no paths at all
         paths = ()
+    import_root = _import_root(spec.get("import_root"), paths, kind, where)
     desc = spec.get("description", "")
     if not isinstance(desc, str):
         raise ConfigError(f"{where}: field 'description' must be a string")
@@ -264,11 +269,35 @@ def _parse_source(
         ref=ref,
         priority=priority,
         paths=paths,
+        import_root=import_root,
         description=desc,
         include=include,
         exclude=exclude + global_exclude,
         symbols=symbols,
     )
+
+
+def _import_root(value: Any, paths: tuple[str, ...], kind: str, where: str) -> str | None:
+    """``import_root``: a folder inside the repository, above every configured path."""
+    if value is None:
+        return None
+    what = f"{where}: field 'import_root'"
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(f"{what} must be a folder of the repository, such as \"src\"")
+    if kind == "dist":
+        raise ConfigError(f"{what} does not apply to 'dist' sources (an installed "
+                          "distribution's import root is its site-packages)")
+    root = posixpath.normpath(value.strip().strip("/") or ".")
+    if root == ".." or root.startswith("../") or value.strip().startswith("/"):
+        raise ConfigError(f"{what} must stay inside the repository ({value!r})")
+    if root == ".":
+        return ""
+    outside = [p for p in paths if p != root and not p.startswith(root + "/")]
+    if outside:
+        raise ConfigError(f"{where}: field 'paths' {outside[0]!r} is outside import_root "
+                          f"{root!r}: module names start at import_root, so every path must "
+                          "lie under it")
+    return root
 
 
 def check_url(url: str, where: str = "url") -> None:

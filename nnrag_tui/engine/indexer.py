@@ -225,7 +225,8 @@ class Indexer:
                       cancelled: CancelFn) -> dict[str, int]:
         with self.store.transaction():
             sid = self.store.upsert_source(src.name, src.kind, snap.origin, str(snap.root),
-                                           snap.commit, snap.version, src.priority)
+                                           snap.commit, snap.version, src.priority,
+                                           prefix=snap.prefix)
         known = self.store.file_states(sid)
         listed = list(iter_files(snap, src))
         stats = dict(files=len(listed), parsed=0, cached=0, failed=0, removed=0)

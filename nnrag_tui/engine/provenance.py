@@ -47,9 +47,19 @@ def source_info(name: str, info: dict | None) -> dict:
     """One source repository as provenance: name, URL or path, commit, kind, version."""
     info = info or {}
     origin = info.get("origin")
-    return {"name": name, "url": origin if _is_url(origin) else None, "origin": origin,
-            "commit": info.get("commit"), "kind": info.get("kind"),
-            "version": info.get("version")}
+    out = {"name": name, "url": origin if _is_url(origin) else None, "origin": origin,
+           "commit": info.get("commit"), "kind": info.get("kind"),
+           "version": info.get("version")}
+    if info.get("prefix"):  # a src layout: the definitions' paths start with it
+        out["import_root"] = info["prefix"]
+    return out
+
+
+def repo_path(info: dict | None, relpath: str) -> str:
+    """A file's path in its repository (what its URL and a SWHID's origin need): the path
+    under the import root, behind the import root's own folder (``src/`` of a src layout)."""
+    prefix = (info or {}).get("prefix") or ""
+    return f"{prefix}/{relpath}" if prefix and relpath else relpath
 
 
 def build_provenance(extraction: Any, sources: dict[str, dict] | None, code: bytes) -> dict:
@@ -71,7 +81,8 @@ def build_provenance(extraction: Any, sources: dict[str, dict] | None, code: byt
             file_ids[key] = _file_ids(sources.get(d.source), d.relpath, d.sha1)
         ids = file_ids[key]
         origin = sources.get(d.source, {}).get("origin")
-        entry = {"source": d.source, "module": d.module, "path": d.relpath,
+        entry = {"source": d.source, "module": d.module,
+                 "path": repo_path(sources.get(d.source), d.relpath),
                  "lines": [d.line, d.end_line], "names": list(d.names),
                  "sha1": d.sha1, "swhid": ids["swhid"]}
         if ids["swhid"]:
@@ -94,7 +105,8 @@ def build_provenance(extraction: Any, sources: dict[str, dict] | None, code: byt
             "origin": src.get("origin", spec_src.get("origin")),
             "commit": src.get("commit", spec_src.get("commit")),
             "module": getattr(block, "module", None) or spec_src.get("module"),
-            "path": getattr(block, "relpath", None) or spec_src.get("path"),
+            "path": (repo_path(src, block.relpath) if getattr(block, "relpath", None)
+                     else spec_src.get("path")),
             "lines": ([block.line, block.end_line] if block is not None
                       else spec_src.get("lines")),
         },

@@ -32,6 +32,7 @@ class Snapshot:
     commit: str | None = None
     version: str | None = None
     updated: bool = False  # fetched or cloned in this run
+    prefix: str = ""  # the import root inside the repository ("src" for a src layout)
 
 
 class RepoCache:
@@ -47,7 +48,7 @@ class RepoCache:
         elif src.kind == "dist":
             snap = self._dist(src)
         else:
-            snap = self._git(src, policy)
+            snap = _at_import_root(src, self._git(src, policy))
         _check_subdirs(src, snap)
         return snap
 
@@ -57,14 +58,18 @@ class RepoCache:
             raise SourceError(f"{src.name}: path does not exist: {root}")
         if not root.is_dir():
             raise SourceError(f"{src.name}: path is not a directory: {root}")
-        subdirs = src.paths or ("",)
+        commit = _git_head(Path(src.location))
+        snap = _at_import_root(src, Snapshot(src.name, root, src.paths or ("",),
+                                             str(root), commit=commit))
+        if snap.prefix:
+            return snap
+        subdirs = snap.subdirs
         if (root / "__init__.py").is_file():
             # The path names a package itself: import from its parent so that module names
             # (and relative imports) keep the package name.
             pkg = root.name
             root = root.parent
             subdirs = tuple(f"{pkg}/{p}".rstrip("/") for p in subdirs)
-        commit = _git_head(Path(src.location))
         return Snapshot(src.name, root, subdirs, str(Path(src.location)), commit=commit)
 
     def _dist(self, src: SourceConfig) -> Snapshot:
@@ -119,6 +124,33 @@ class RepoCache:
             commit=result.commit,
             updated=result.updated,
         )
+
+
+def import_root(src: SourceConfig, repo: Path) -> str:
+    """The folder of the repository that module names start from: the configured
+    ``import_root``, else ``src`` when every configured path lies under a ``src`` folder that
+    is not a package itself (the src layout of peft, diffusers, open_clip, flux: their code
+    imports ``peft.x``, never ``src.peft.x``), else the repository itself."""
+    if src.import_root is not None:
+        return src.import_root
+    if src.paths and all(p == "src" or p.startswith("src/") for p in src.paths) \
+            and not (repo / "src" / "__init__.py").is_file():
+        return "src"
+    return ""
+
+
+def _at_import_root(src: SourceConfig, snap: Snapshot) -> Snapshot:
+    """The snapshot rooted at the source's import root, its paths made relative to it."""
+    prefix = import_root(src, snap.root)
+    if not prefix:
+        return snap
+    root = snap.root / prefix
+    if not root.is_dir():
+        raise SourceError(f"{src.name}: import_root {prefix!r} is not a folder of "
+                          f"{snap.origin}")
+    subdirs = tuple(p[len(prefix) + 1:] if p != prefix else "" for p in src.paths) or ("",)
+    return Snapshot(snap.source, root, subdirs, snap.origin, commit=snap.commit,
+                    version=snap.version, updated=snap.updated, prefix=prefix)
 
 
 def _check_subdirs(src: SourceConfig, snap: Snapshot) -> None:

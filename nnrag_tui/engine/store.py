@@ -16,7 +16,7 @@ from typing import Iterable, Iterator
 from nnrag_tui.engine.errors import StoreError
 from nnrag_tui.engine.facts import Block, Guard, ImportRecord, ModuleFacts, Symbol
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6  # 6: sources.prefix (the import root)
 BUSY_TIMEOUT_MS = 60_000
 
 SCHEMA = """
@@ -27,6 +27,7 @@ CREATE TABLE sources (
     kind TEXT NOT NULL,
     origin TEXT NOT NULL,
     root TEXT NOT NULL,
+    prefix TEXT NOT NULL DEFAULT '',
     commit_sha TEXT,
     version TEXT,
     priority INTEGER NOT NULL DEFAULT 1,
@@ -152,18 +153,22 @@ class FileIndexStore:
 
     # -- sources ---------------------------------------------------------------------------
     def upsert_source(self, name: str, kind: str, origin: str, root: str, commit: str | None,
-                      version: str | None, priority: int, error: str | None = None) -> int:
+                      version: str | None, priority: int, error: str | None = None,
+                      prefix: str = "") -> int:
+        """``root`` is the import root on disk; ``prefix`` is where it lies in the repository
+        (``src`` for a src layout), so that a file's path in the repository is prefix/relpath."""
         row = self.db.execute("SELECT id FROM sources WHERE name=?", (name,)).fetchone()
         if row:
             self.db.execute(
-                "UPDATE sources SET kind=?, origin=?, root=?, commit_sha=?, version=?, priority=?,"
-                " indexed_at=?, error=? WHERE id=?",
-                (kind, origin, root, commit, version, priority, time.time(), error, row[0]))
+                "UPDATE sources SET kind=?, origin=?, root=?, prefix=?, commit_sha=?, version=?,"
+                " priority=?, indexed_at=?, error=? WHERE id=?",
+                (kind, origin, root, prefix, commit, version, priority, time.time(), error,
+                 row[0]))
             return int(row[0])
         cur = self.db.execute(
-            "INSERT INTO sources(name, kind, origin, root, commit_sha, version, priority,"
-            " indexed_at, error) VALUES (?,?,?,?,?,?,?,?,?)",
-            (name, kind, origin, root, commit, version, priority, time.time(), error))
+            "INSERT INTO sources(name, kind, origin, root, prefix, commit_sha, version, priority,"
+            " indexed_at, error) VALUES (?,?,?,?,?,?,?,?,?,?)",
+            (name, kind, origin, root, prefix, commit, version, priority, time.time(), error))
         return int(cur.lastrowid)
 
     def set_source_error(self, name: str, error: str | None) -> bool:
@@ -178,14 +183,14 @@ class FileIndexStore:
 
     def sources(self) -> list[dict]:
         cur = self.db.execute(
-            "SELECT s.name, s.kind, s.origin, s.root, s.commit_sha, s.version, s.priority,"
-            " s.indexed_at, s.error,"
+            "SELECT s.name, s.kind, s.origin, s.root, s.prefix, s.commit_sha, s.version,"
+            " s.priority, s.indexed_at, s.error,"
             " (SELECT COUNT(*) FROM files f WHERE f.source_id=s.id),"
             " (SELECT COUNT(*) FROM files f WHERE f.source_id=s.id AND f.error IS NOT NULL),"
             " (SELECT COUNT(*) FROM blocks b WHERE b.source=s.name)"
             " FROM sources s ORDER BY s.priority, s.name")
-        keys = ("name", "kind", "origin", "root", "commit", "version", "priority", "indexed_at",
-                "error", "files", "failed", "blocks")
+        keys = ("name", "kind", "origin", "root", "import_root", "commit", "version", "priority",
+                "indexed_at", "error", "files", "failed", "blocks")
         return [dict(zip(keys, r)) for r in cur]
 
     # -- files -----------------------------------------------------------------------------
@@ -296,9 +301,10 @@ class FileIndexStore:
 
     def source_roots(self) -> dict[str, dict]:
         return {r[0]: {"root": r[1], "origin": r[2], "commit": r[3], "kind": r[4],
-                       "priority": r[5], "version": r[6]}
+                       "priority": r[5], "version": r[6], "prefix": r[7]}
                 for r in self.db.execute(
-                    "SELECT name, root, origin, commit_sha, kind, priority, version FROM sources")}
+                    "SELECT name, root, origin, commit_sha, kind, priority, version, prefix"
+                    " FROM sources")}
 
     def replace_blocks(self, rows: list[tuple[int, Block]]) -> None:
         self.db.execute("DELETE FROM blocks")
