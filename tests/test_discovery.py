@@ -45,6 +45,11 @@ def test_inheritance_through_corpus_classes(blocks):
     assert blocks["zoo.chain:MixedIn"].bases == ("zoo.chain.Mixin", "torch.nn.Module")
 
 
+def test_a_class_only_type_checkers_see_is_not_a_block(blocks):
+    assert "zoo.chain:TypingOnly" not in blocks  # under ``if TYPE_CHECKING:``
+    assert "zoo.chain:GrandChild" in blocks  # its sibling at module level is
+
+
 def test_abstract_classes_are_not_blocks(blocks):
     assert keys_in(blocks, "zoo.abstract") == {"ConcreteHead", "RealHead", "PlainBase",
                                                "PlainChild"}

@@ -94,6 +94,8 @@ class BlockDiscovery:
             for qual, sym in entry.classes.items():
                 if pats is not None and not pats.allows(entry.module, qual):
                     continue
+                if sym.guard.kind == "type_checking":
+                    continue  # exists only for type checkers (peft's ``_LoraPeftModel``)
                 info = self.class_info(entry, sym)
                 if not info.is_module or not info.has_forward or (info.abc and info.abstract):
                     continue
