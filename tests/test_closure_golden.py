@@ -154,7 +154,9 @@ MUST = {
          "(a cycle)\n        init_weights(self.fc)\n"),
         "        scale_of = _scale\n", "        import math  # an external", "def _scale():",
         "* scale_of() * _scale_net", "import of `init_weights` inside a function dropped",
-        "import of `NotNeeded` inside a function dropped (unused)"],
+        "import of `NotNeeded` inside a function dropped (unused)",
+        # an external import nothing reads still runs (peft's ``import sklearn`` check)
+        "        try:\n            import nnrag_missing_accel  # noqa: F401"],
     ("local_import", "LazyNet"): [
         "        return fast_scale(self.fc(x))\n", "import nnrag_missing_accel as _accel",
         "# note: lipkg/fastops.py is imported only inside functions upstream (lipkg.lazy: "
@@ -218,7 +220,8 @@ MUST_NOT = {
                              "renamed class `Output`", "renamed function `gelu`"],
     ("scopes", "Net"): ["e = 2.718", "gelu = \"the module-level", "unused_total"],
     ("local_import", "Net"): ["from .init", "from lipkg", "NotNeeded", "def unused",
-                              "imported only inside functions"],
+                              "imported only inside functions",
+                              "import of `nnrag_missing_accel` inside a function dropped"],
     ("externals", "Net"): ["import os", "import sys", "List", "def unused",
                            "import torch\n"],
     ("guarded_handlers", "Net"): ["circular", "SIZE"],
@@ -370,3 +373,18 @@ def test_golden_file_runs_like_upstream(extracted, case, block, tmp_path):
             assert same(ours(x.clone()), upstream(x.clone()))
     finally:
         forget_upstream(top)
+
+
+def test_an_external_import_nothing_reads_still_runs(extracted):
+    """``try: import sklearn except ImportError: raise ...`` (peft's AdamssConfig): the import
+    is the check, so the generated method refuses to run where upstream's does."""
+    res, _, repo = extracted("local_import", "Net")
+    assert res.ok, res.error
+    mod = load_file(CASES_DIR / "local_import" / "expected" / "Net.py", "_golden_check_accel")
+    try:
+        up_mod = import_upstream(repo, "lipkg.net")
+        for net in (up_mod.Net(), mod.Net()):
+            with pytest.raises(ImportError, match="needs the accelerator package"):
+                net.check_accel()
+    finally:
+        forget_upstream("lipkg")

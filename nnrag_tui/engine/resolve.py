@@ -643,11 +643,15 @@ class _ClosureBuilder:
             for rec in _import_records(imp, entry):
                 if self.r.is_external(rec.target or ""):
                     continue
+                t = self.index.follow_import(entry, rec)
+                if t.kind == "external":
+                    # kept as written, read or not: ``try: import sklearn except ImportError:
+                    # raise ...`` (peft) is a check that the package is there
+                    continue
                 if not in_class_body and not ms.mentions_outside_imports(st, rec.bound):
                     # (in a class body the import is a class attribute: kept whatever reads it)
                     self.guarded[(node, rec.line, rec.bound)] = UNUSED
                     continue
-                t = self.index.follow_import(entry, rec)
                 if t.kind == "def" and t.entry is not None and not t.attr \
                         and not self.r.is_external(t.entry.module):
                     nodes = tuple(self.add(t.entry, i) for i in self.binders(t.entry, t.name))
