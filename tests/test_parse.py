@@ -4,6 +4,7 @@ exact spans, and every kind of unparseable file recorded with a reason (never an
 from __future__ import annotations
 
 import pickle
+import sys
 
 import pytest
 from helpers import fixture
@@ -216,6 +217,19 @@ def test_syntax_error_gives_line():
     assert not f.ok
     assert f.error.startswith("syntax error at line 3")
     assert f.symbols == () and f.sha1
+
+
+@pytest.mark.skipif(sys.version_info >= (3, 12), reason="this Python parses 3.12 syntax")
+@pytest.mark.parametrize("src", [
+    b"from dataclasses import dataclass\n\n@dataclass\nclass Pipeline[TIn, TOut](Base):\n    x: int\n",
+    b"def load[T: JsonLike](path, obj: T) -> T:\n    return obj\n",
+    b"type Pair[T] = tuple[T, T]\n",
+])
+def test_syntax_of_a_newer_python_is_said_so(src):
+    """lerobot needs Python 3.12: its files fail here, and the reason says why."""
+    f = parse_bytes(src, "new.py")
+    assert not f.ok and f.error.startswith("syntax error at line")
+    assert "Python 3.12 syntax, and nnrag runs on Python 3.11 here" in f.error
 
 
 def test_python2_file_fails_with_reason():

@@ -13,6 +13,7 @@ import keyword
 import os
 import re
 import stat
+import sys
 import warnings
 
 from nnrag_tui.engine.facts import NO_GUARD, Guard, ImportRecord, ModuleFacts, Symbol
@@ -98,7 +99,7 @@ def parse_bytes(data: bytes, relpath: str, sha1: str | None = None) -> ModuleFac
         if "utf-8" in msg.lower() or "codec" in msg.lower() or "encoding" in msg.lower():
             reason = f"undecodable: {msg}"
         else:
-            reason = f"syntax error at line {exc.lineno}: {msg}"
+            reason = f"syntax error at line {exc.lineno}: {msg}" + _newer_syntax(data, exc.lineno)
         return _failed(relpath, module, is_pkg, sha1, len(data), reason)
     except (RecursionError, MemoryError):
         return _failed(relpath, module, is_pkg, sha1, len(data), "too deeply nested to parse")
@@ -120,6 +121,28 @@ def parse_bytes(data: bytes, relpath: str, sha1: str | None = None) -> ModuleFac
         all_names=tuple(gatherer.all_names) if gatherer.all_names is not None else None,
         lines=data.count(b"\n") + (0 if data.endswith(b"\n") or not data else 1),
     )
+
+
+# Syntax newer than this interpreter's: (the statement's start, what it is, the Python it needs)
+_NEWER_SYNTAX = (
+    (re.compile(r"\s*(?:async\s+)?(?:class|def)\s+\w+\s*\["), "type parameters", (3, 12)),
+    (re.compile(r"\s*type\s+\w+\s*(?:\[[^=]*\])?\s*="), "a `type` statement", (3, 12)),
+)
+
+
+def _newer_syntax(data: bytes, lineno: int | None) -> str:
+    """Why a line that fails to parse may be fine upstream: lerobot's ``class
+    DataProcessorPipeline[TInput, TOutput]`` needs Python 3.12, and ``ast`` parses with the
+    grammar of the Python nnrag runs on."""
+    if not lineno:
+        return ""
+    lines = data.splitlines()
+    line = lines[lineno - 1].decode("utf-8", "replace") if lineno <= len(lines) else ""
+    for pattern, what, needs in _NEWER_SYNTAX:
+        if sys.version_info < needs and pattern.match(line):
+            return (f" ({what}: Python {needs[0]}.{needs[1]} syntax, and nnrag runs on Python "
+                    f"{sys.version_info[0]}.{sys.version_info[1]} here)")
+    return ""
 
 
 def _failed(relpath: str, module: str, is_pkg: bool, sha1: str, size: int, reason: str):
