@@ -37,17 +37,18 @@ class Stamped(nn.Module):
 '''
 
 
-def compare(tmp_path: Path, generated: str) -> dict:
+def compare(tmp_path: Path, generated: str, upstream: str = UPSTREAM,
+            name: str = "Stamped") -> dict:
     pkg = tmp_path / "src" / "pkgd"
     pkg.mkdir(parents=True)
     (pkg / "__init__.py").write_text("")
-    (pkg / "blocks.py").write_text(UPSTREAM)
-    gen = tmp_path / "Stamped.py"
+    (pkg / "blocks.py").write_text(upstream)
+    gen = tmp_path / f"{name}.py"
     gen.write_text(generated)
     proc = subprocess.run(
         [sys.executable, "-I", str(ROOT / "bench" / "differential.py"), "--path",
          str(tmp_path / "src")],
-        input=json.dumps({"key": "pkgd.blocks:Stamped", "file": str(gen)}) + "\n",
+        input=json.dumps({"key": f"pkgd.blocks:{name}", "file": str(gen)}) + "\n",
         capture_output=True, text=True, timeout=300, check=False)
     assert proc.returncode == 0, proc.stderr[-2000:]
     return json.loads(proc.stdout)
@@ -68,3 +69,37 @@ def test_a_weight_initialised_differently_still_differs(tmp_path):
     r = compare(tmp_path, edited)
     assert r["verdict"] == "differs", r
     assert "initial weights differ" in r["reason"] and "fc.bias" in r["reason"], r
+
+
+# audiocraft's AttributeDropout: its repr shows defaultdicts whose default is a lambda, and a
+# function's repr holds its address, which no two builds share
+LAMBDA_REPR = '''\
+from collections import defaultdict
+
+import torch
+from torch import nn
+
+
+class PerKey(nn.Module):
+    def __init__(self, scale: float = 0.5):
+        super().__init__()
+        self.p = {"text": defaultdict(lambda: 0, {"genre": scale})}
+
+    def forward(self, x):
+        return x * self.p["text"]["genre"]
+
+    def __repr__(self):
+        return f"PerKey({dict(self.p)})"
+'''
+
+
+def test_an_address_in_the_repr_is_not_a_difference(tmp_path):
+    r = compare(tmp_path, LAMBDA_REPR, LAMBDA_REPR, "PerKey")
+    assert r["verdict"] == "same", r
+
+
+def test_a_repr_that_says_something_else_still_differs(tmp_path):
+    edited = LAMBDA_REPR.replace("lambda: 0", "lambda: 1")
+    edited = edited.replace('f"PerKey({dict(self.p)})"', 'f"PerKey({dict(self.p)}, v2)"')
+    r = compare(tmp_path, edited, LAMBDA_REPR, "PerKey")
+    assert r["verdict"] == "differs" and "repr" in r["reason"], r
