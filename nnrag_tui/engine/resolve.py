@@ -644,9 +644,10 @@ class _ClosureBuilder:
                 if self.r.is_external(rec.target or ""):
                     continue
                 t = self.index.follow_import(entry, rec)
-                if t.kind == "external":
-                    # kept as written, read or not: ``try: import sklearn except ImportError:
-                    # raise ...`` (peft) is a check that the package is there
+                if t.kind == "external" and (rec.target or "").split(".")[0] \
+                        not in self.index.packages:
+                    # another package's: kept as written, read or not (``try: import sklearn
+                    # except ImportError: raise ...`` in peft checks that it is there)
                     continue
                 if not in_class_body and not ms.mentions_outside_imports(st, rec.bound):
                     # (in a class body the import is a class attribute: kept whatever reads it)
