@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import collections
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -62,8 +63,13 @@ def differential(jobs: list[dict], source_root: Path | list[Path], timeout: floa
         cmd += ["--stub", pkg]
     for name in blank:
         cmd += ["--blank", name]
+    # a block that fetches a model or tokenizer from the Hugging Face hub while it is built
+    # (imagen's T5 encoder) fails at once instead of retrying until the timeout; set these
+    # to 0 to let both sides download
+    env = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
+           **os.environ}
     proc = subprocess.run(cmd, input="".join(json.dumps(j) + "\n" for j in jobs),
-                          capture_output=True, text=True)
+                          capture_output=True, text=True, env=env)
     if proc.returncode != 0:
         raise SystemExit(f"bench/differential.py failed:\n{proc.stderr[-2000:]}")
     return [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
