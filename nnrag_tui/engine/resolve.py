@@ -184,6 +184,10 @@ class _ClosureBuilder:
         self.deferred_unindexed: set[str] = set()  # unindexed modules imported in functions
         self.chains: dict[NodeId, dict[str, BindKey]] = {}
         self.guarded: dict[tuple[NodeId, int, str], BindKey | None] = {}
+        # (statement, name) that some included statement reads; the ``if TYPE_CHECKING:``
+        # imports of a name nothing reads yet wait in ``pending``
+        self.demanded: set[tuple[NodeId, str]] = set()
+        self.pending: dict[tuple[NodeId, str], list[ImportRecord]] = {}
         self.externals: dict[str, ExternalImport] = {}
         self.bind_order: list[BindKey] = []
         self.unresolved: list[tuple[str, str]] = []
@@ -254,6 +258,19 @@ class _ClosureBuilder:
     def binders(self, entry: ModuleEntry, name: str) -> list[int]:
         ms = self.ms(entry)
         return [i for i in ms.binders.get(name, []) if ms.stmts[i].kind != "import"]
+
+    def add_binders(self, entry: ModuleEntry, name: str,
+                    indexes: list[int] | None = None) -> tuple[NodeId, ...]:
+        """The statements that bind ``name`` in ``entry`` (or those of ``indexes``), added
+        as read for that name."""
+        nodes = tuple(self.add(entry, i) for i in (
+            self.binders(entry, name) if indexes is None else indexes))
+        for n in nodes:
+            if (n, name) not in self.demanded:
+                self.demanded.add((n, name))
+                for rec in self.pending.pop((n, name), ()):
+                    self.guarded_import(n, entry, rec)
+        return nodes
 
     def build(self) -> Closure:
         top = self.block.qualname.split(".")[0]
@@ -454,7 +471,7 @@ class _ClosureBuilder:
                 self.follow(node, entry, st, name, self.index.follow_import(entry, plain), load,
                             assigned_global)
                 return
-            nodes = tuple(self.add(entry, i) for i in others)
+            nodes = self.add_binders(entry, name, others)
             key: BindKey = ("def", entry.key, name)
             self.refs[(node, name)] = key
             self.deps.append(Dependency(node, name, "definition", f"{entry.module}.{name}",
@@ -505,7 +522,7 @@ class _ClosureBuilder:
                 self.deps.append(Dependency(n, name, "external", imp.text(), t.how,
                                             t.confidence, True))
         elif t.kind == "def" and t.entry is not None and not t.attr:
-            inner = tuple(self.add(t.entry, i) for i in self.binders(t.entry, t.name))
+            inner = self.add_binders(t.entry, t.name)
             self.shared[key] = ("def", t.entry.key, t.name)
             for n in nodes:  # the import's definition first, then what rebinds it
                 self.deps.append(Dependency(n, name, "definition", t.qualified, t.how,
@@ -517,7 +534,7 @@ class _ClosureBuilder:
             t = Target("external", f"{t.entry.module}.{t.name}", how=t.how,
                        confidence=t.confidence, note="torch is always imported, never inlined")
         if t.kind == "def" and t.entry is not None:
-            nodes = tuple(self.add(t.entry, i) for i in self.binders(t.entry, t.name))
+            nodes = self.add_binders(t.entry, t.name)
             key = ("def", t.entry.key, t.name)
             self.refs[(node, name)] = key
             if name != t.name:
@@ -560,7 +577,7 @@ class _ClosureBuilder:
                 continue
             ct = self.index.resolve_dotted(entry, chain)
             if ct.kind == "def" and not ct.attr and ct.entry is not None:
-                nodes = tuple(self.add(ct.entry, i) for i in self.binders(ct.entry, ct.name))
+                nodes = self.add_binders(ct.entry, ct.name)
                 key = ("def", ct.entry.key, ct.name)
                 self.chains.setdefault(node, {})[chain] = key
                 self.avoid_capture(key, node)
@@ -612,25 +629,40 @@ class _ClosureBuilder:
 
     def visit_guarded_imports(self, node: NodeId, entry: ModuleEntry, st: TopStmt) -> None:
         """Imports inside a kept ``try``/``if``: corpus ones become dependencies (and are
-        rewritten to assignments), external ones stay as they are."""
+        rewritten to assignments), external ones stay as they are. An ``if TYPE_CHECKING:``
+        import never runs, so it brings its definition only once something reads its name
+        (peft's ``mapping.py`` imports ``BaseTuner`` and ``PeftConfig`` there for two
+        annotations); until then it is dropped as unused."""
+        uses = self.ms(entry).uses(st)
+        reads = uses.load | uses.lazy | uses.string_annotation_names  # its own body's too
         for recs in entry.imports.values():
             for rec in recs:
                 if not (st.line <= rec.line <= st.end_line):
                     continue
-                t = self.index.follow_import(entry, rec)
-                if t.kind == "def" and t.entry is not None:
-                    nodes = tuple(self.add(t.entry, i) for i in self.binders(t.entry, t.name))
-                    key = ("def", t.entry.key, t.name)
-                    self.guarded[(node, rec.line, rec.bound)] = key
-                    if rec.guard.kind == "type_checking" and rec.bound == t.name:
-                        # never executed: the import and the inlined definition are one name
-                        self.shared[("def", entry.key, rec.bound)] = key
-                    self.deps.append(Dependency(node, rec.bound, "definition", t.qualified,
-                                                "guarded", t.confidence, True, nodes))
-                elif t.kind == "module" and t.entry is not None:
-                    self.guarded[(node, rec.line, rec.bound)] = None
-                    self.notes.append(f"{entry.module}:{rec.line}: guarded import of corpus "
-                                      f"module {t.name} dropped")
+                if rec.guard.kind == "type_checking" and rec.bound not in reads \
+                        and (node, rec.bound) not in self.demanded:
+                    self.guarded[(node, rec.line, rec.bound)] = UNUSED
+                    self.pending.setdefault((node, rec.bound), []).append(rec)
+                    continue
+                self.guarded_import(node, entry, rec)
+
+    def guarded_import(self, node: NodeId, entry: ModuleEntry, rec: ImportRecord) -> None:
+        """One import inside the kept compound statement ``node``."""
+        self.guarded.pop((node, rec.line, rec.bound), None)  # read after all
+        t = self.index.follow_import(entry, rec)
+        if t.kind == "def" and t.entry is not None:
+            nodes = self.add_binders(t.entry, t.name)
+            key = ("def", t.entry.key, t.name)
+            self.guarded[(node, rec.line, rec.bound)] = key
+            if rec.guard.kind == "type_checking" and rec.bound == t.name:
+                # never executed: the import and the inlined definition are one name
+                self.shared[("def", entry.key, rec.bound)] = key
+            self.deps.append(Dependency(node, rec.bound, "definition", t.qualified,
+                                        "guarded", t.confidence, True, nodes))
+        elif t.kind == "module" and t.entry is not None:
+            self.guarded[(node, rec.line, rec.bound)] = None
+            self.notes.append(f"{entry.module}:{rec.line}: guarded import of corpus "
+                              f"module {t.name} dropped")
 
     def visit_local_imports(self, node: NodeId, entry: ModuleEntry, st: TopStmt) -> None:
         """Imports inside a function (timm's ``def load_pretrained(...): from
@@ -655,7 +687,7 @@ class _ClosureBuilder:
                     continue
                 if t.kind == "def" and t.entry is not None and not t.attr \
                         and not self.r.is_external(t.entry.module):
-                    nodes = tuple(self.add(t.entry, i) for i in self.binders(t.entry, t.name))
+                    nodes = self.add_binders(t.entry, t.name)
                     key = ("def", t.entry.key, t.name)
                     self.guarded[(node, rec.line, rec.bound)] = key
                     self.deps.append(Dependency(node, rec.bound, "definition", t.qualified,
