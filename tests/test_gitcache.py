@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -118,7 +119,11 @@ def test_clone_all_when_no_paths(remote: Remote, tmp_path: Path) -> None:
 def test_nested_and_file_paths(remote: Remote, tmp_path: Path) -> None:
     dest = tmp_path / "repo"
     gitcache.checkout(remote.url, dest, paths=("pkg/sub/", "README.md"))
-    assert files_of(dest) == {"pkg/sub/b.py", "README.md"}
+    # the package's other Python files come along (bases and imports live there), no data
+    assert files_of(dest) == {"pkg/sub/b.py", "README.md", "pkg/__init__.py", "pkg/a.py"}
+    other = tmp_path / "docs"
+    gitcache.checkout(remote.url, other, paths=("docs",))
+    assert files_of(other) == {"docs/big.bin"}
 
 
 def test_policy_missing_does_not_refetch(remote: Remote, tmp_path: Path) -> None:
@@ -257,6 +262,23 @@ def test_leftover_temp_and_half_clone(remote: Remote, tmp_path: Path) -> None:
     marker.write_text(marker.read_text().replace('"complete": true', '"complete": false'))
     r = gitcache.checkout(remote.url, dest, paths=("pkg",), policy="missing")
     assert r.updated and gitcache._read_marker(dest) is not None
+
+
+def test_a_clone_of_the_older_layout(remote: Remote, tmp_path: Path) -> None:
+    """Clones made before the package's Python files came along (layout 1: the paths alone)
+    are made again where the network may be used, and still serve offline."""
+    dest = tmp_path / "repo"
+    gitcache.checkout(remote.url, dest, paths=("pkg/sub",))
+    marker = dest / ".git" / gitcache.MARKER
+    old = json.loads(marker.read_text())
+    del old["layout"]
+    marker.write_text(json.dumps(old))
+    (dest / "pkg" / "a.py").unlink()  # as a layout-1 clone has it
+    r = gitcache.checkout(remote.url, dest, paths=("pkg/sub",), policy="never")
+    assert not r.updated and not (dest / "pkg" / "a.py").exists()
+    r = gitcache.checkout(remote.url, dest, paths=("pkg/sub",), policy="missing")
+    assert r.updated and (dest / "pkg" / "a.py").is_file()
+    assert json.loads(marker.read_text())["layout"] == gitcache.LAYOUT
 
 
 def test_git_not_installed(remote: Remote, tmp_path: Path,

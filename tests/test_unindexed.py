@@ -11,10 +11,12 @@ import importlib.util
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
-from helpers import fixture, path_config
+from helpers import fixture, git_env, make_bare_repo, path_config
 
+from nnrag_tui.engine.config import parse_config
 from nnrag_tui.engine.extractor import BlockExtractor
 
 needs_torch = pytest.mark.skipif(importlib.util.find_spec("torch") is None,
@@ -115,3 +117,30 @@ def test_validation_names_a_file_that_is_not_standalone(models_only, tmp_path):
         assert report.cause_detail["module"] == "pkgx"
         assert "a package of the corpus that the file does not inline" in report.cause_summary
         assert v.validate(whole.code, whole.name, whole.spec).level == "forward_ran"
+
+
+def test_a_sparse_clone_still_knows_the_modules_outside_its_paths(tmp_path, monkeypatch):
+    """A ``url`` source is cloned sparse. With only its ``paths`` on disk, the package's other
+    modules looked missing: a class whose base lives there was no block (a ``url`` source of
+    ``transformers/models`` would have lost every model), and diffusers cloned as
+    ``src/diffusers/models`` said 198 of its files needed another version of diffusers. The
+    package's Python files now come along (never its data), so both work as for a local
+    path."""
+    git_env(tmp_path, monkeypatch)
+    (tmp_path / "upstream").mkdir()
+    files = {p.relative_to(REPO).as_posix(): p.read_bytes() for p in REPO.rglob("*.py")
+             if "__pycache__" not in p.parts}
+    files |= {"pkgx/layers/weights.bin": b"\0" * 1024, "docs/guide.md": "# pkgx\n"}
+    url, _ = make_bare_repo(tmp_path / "upstream", files)
+    ex = BlockExtractor(parse_config({"pkgx": {"url": url, "paths": ["pkgx/models"]}}),
+                        cache_dir=tmp_path / "cache", data_dir=tmp_path / "data")
+    with ex:
+        ex.index()
+        clone = Path(ex.store.source_roots()["pkgx"]["root"])
+        assert not (clone / "pkgx" / "layers" / "weights.bin").exists()  # code only
+        assert not (clone / "docs").exists()
+        assert {b.key for b in ex.blocks()} >= {"pkgx.models.net:ScaledBlock"}
+        code = ex.extract_single_block("ScaledBlock").generated.code
+    assert ("imports pkgx.layers, pkgx.utils: modules of pkgx outside the indexed paths, kept "
+            "as imports, so the file needs pkgx installed") in code
+    assert "written against another version" not in code

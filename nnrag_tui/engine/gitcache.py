@@ -29,6 +29,9 @@ from nnrag_tui.engine.errors import ConfigError, SourceError
 GIT_TIMEOUT = 600.0  # seconds allowed for one git call (network calls included)
 POLICIES = ("never", "missing", "always")
 MARKER = "nnrag-source.json"  # kept in <dest>/.git
+# 2: the sparse checkout has the Python files of the folders the paths start in (1: the paths
+# alone); a clone of another layout is made again where the network may be used
+LAYOUT = 2
 _SAFE = ("-c", "protocol.ext.allow=never", "-c", "advice.detachedHead=false")
 _SCRUB = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY",
           "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_NAMESPACE", "GIT_CEILING_DIRECTORIES")
@@ -55,13 +58,18 @@ def checkout(url: str, dest: Path, *, ref: str | None = None, paths: Sequence[st
     if ref is not None and (not ref or ref.startswith("-") or any(c in ref for c in "\n\r\0 ")):
         raise SourceError(f"{_redact(url)}: invalid ref {ref!r}")
     dest = Path(dest).absolute()
-    want = {"url": url, "ref": ref, "paths": sorted(p.strip("/") for p in paths)}
+    want = {"url": url, "ref": ref, "paths": sorted(p.strip("/") for p in paths),
+            "layout": LAYOUT}
     git = _Git(url, lfs)
     dest.parent.mkdir(parents=True, exist_ok=True)
     with _locked(dest.parent / f"{dest.name}.lock"):
         for junk in dest.parent.glob(f".{dest.name}.tmp-*"):
             shutil.rmtree(junk, ignore_errors=True)
-        good = _read_marker(dest) == want and _head(git, dest) is not None
+        marker = _read_marker(dest)
+        good = marker == want and _head(git, dest) is not None
+        if not good and policy == "never" and marker is not None \
+                and {**marker, "layout": LAYOUT} == want and _head(git, dest) is not None:
+            good = True  # a clone of an older layout still serves; offline it must
         if policy == "never" and not good:
             state = "not cached" if not dest.exists() else "cached clone is stale or differs"
             raise SourceError(f"{_redact(url)}: {state} and update policy is 'never'")
@@ -142,9 +150,8 @@ def _clone(git: _Git, dest: Path, ref: str | None, want: dict[str, Any]) -> None
                                   f"tag or full commit sha of the remote)") from e2
             target = "FETCH_HEAD"
         if want["paths"]:
-            patterns = "".join("/" + _escape(p) + "\n" for p in want["paths"])
             git.run("sparse-checkout", "set", "--no-cone", "--stdin", cwd=work,
-                    what="sparse-checkout", stdin=patterns)
+                    what="sparse-checkout", stdin=sparse_patterns(want["paths"]))
         git.run("checkout", "-q", *(["--detach", target] if target else []), cwd=work,
                 what="checkout")
         _write_marker(work, want, complete=True)
@@ -206,6 +213,17 @@ def _locked(path: Path) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def sparse_patterns(paths: Sequence[str]) -> str:
+    """The sparse checkout of ``paths``: each path whole, and the Python files of the folder
+    each path starts in. Indexing walks ``paths`` only; the other modules of the package are
+    read where a class's base lives among them (``transformers/models`` derives from
+    ``transformers.modeling_utils``) and named in the header as modules the file imports, so
+    they must be on disk too: code only, never data or weights."""
+    tops = sorted({p.split("/")[0] for p in paths if "/" in p})
+    return "".join(["/" + _escape(p) + "\n" for p in paths]
+                   + [f"/{_escape(top)}/**/*.py\n" for top in tops])
 
 
 def _escape(path: str) -> str:
