@@ -144,3 +144,30 @@ def test_a_sparse_clone_still_knows_the_modules_outside_its_paths(tmp_path, monk
     assert ("imports pkgx.layers, pkgx.utils: modules of pkgx outside the indexed paths, kept "
             "as imports, so the file needs pkgx installed") in code
     assert "written against another version" not in code
+
+
+def test_an_update_outside_the_paths_is_discovered_again(tmp_path, monkeypatch):
+    """Only the base changed upstream, in a module the paths leave out: no indexed file
+    changed, but which classes are blocks did."""
+    git_env(tmp_path, monkeypatch)
+    (tmp_path / "upstream").mkdir()
+    files = {p.relative_to(REPO).as_posix(): p.read_bytes() for p in REPO.rglob("*.py")
+             if "__pycache__" not in p.parts}
+    url, _ = make_bare_repo(tmp_path / "upstream", files)
+    cfg = parse_config({"pkgx": {"url": url, "paths": ["pkgx/models"]}})
+    kw = dict(cache_dir=tmp_path / "cache", data_dir=tmp_path / "data")
+    with BlockExtractor(cfg, **kw) as ex:
+        ex.index()
+        assert "pkgx.models.net:ScaledBlock" in {b.key for b in ex.blocks()}
+    work = tmp_path / "upstream" / "work"
+    base = work / "pkgx" / "layers" / "base.py"
+    base.write_text(base.read_text().replace("class CheckpointLayer(nn.Module):",
+                                             "class CheckpointLayer:"))
+    subprocess.run(["git", "commit", "-qam", "CheckpointLayer is no module"], cwd=work,
+                   check=True)
+    subprocess.run(["git", "push", "-q", str(tmp_path / "upstream" / "remote.git"),
+                    "HEAD:master", "HEAD:main"], cwd=work, check=False, capture_output=True)
+    with BlockExtractor(cfg, **kw) as ex:
+        report = ex.index(policy="always")
+        assert report.parsed == 0  # no indexed file changed
+        assert "pkgx.models.net:ScaledBlock" not in {b.key for b in ex.blocks()}

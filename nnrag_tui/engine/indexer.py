@@ -175,7 +175,8 @@ class Indexer:
                 stats = self._index_source(src, snap, emit, cancelled)
                 for k in totals:
                     totals[k] += stats[k]
-                changed |= bool(stats["parsed"] or stats["removed"])
+                # a new commit may change the unindexed modules that bases live in, too
+                changed |= bool(stats["parsed"] or stats["removed"] or snap.updated)
                 per_source.append({"name": src.name, "origin": snap.origin,
                                    "commit": snap.commit, **stats})
         except Cancelled:
