@@ -12,10 +12,10 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from helpers import git_env, make_bare_repo, write_tree
 from pyflakes import api as pyflakes_api
 from pyflakes import reporter as pyflakes_reporter
 
-from helpers import git_env, make_bare_repo, write_tree
 from nnrag_tui.engine.config import parse_config
 from nnrag_tui.engine.extractor import BlockExtractor
 from nnrag_tui.engine.provenance import build_provenance
@@ -134,7 +134,7 @@ def test_src_is_the_import_root_only_when_it_is_not_a_package(tmp_path, src_is_p
 
 def test_changing_the_import_root_reindexes_without_stale_modules(tmp_path):
     repo = write_tree(tmp_path / "repo", package("src/"))
-    kw = dict(cache_dir=tmp_path / "cache", data_dir=tmp_path / "data")
+    kw = {"cache_dir": tmp_path / "cache", "data_dir": tmp_path / "data"}
     with BlockExtractor(parse_config({"r": {"path": str(repo), "paths": ["src/srcpkg"],
                                             "import_root": "."}}), **kw) as ex:
         ex.index()

@@ -119,6 +119,16 @@ def test_validation_names_a_file_that_is_not_standalone(models_only, tmp_path):
         assert v.validate(whole.code, whole.name, whole.spec).level == "forward_ran"
 
 
+def upstream_repo(tmp_path, monkeypatch, extra: dict | None = None) -> str:
+    """The fixture package as a git repository (work tree ``upstream/work``), cloned bare:
+    its file:// URL."""
+    git_env(tmp_path, monkeypatch)
+    (tmp_path / "upstream").mkdir()
+    files = {p.relative_to(REPO).as_posix(): p.read_bytes() for p in REPO.rglob("*.py")
+             if "__pycache__" not in p.parts}
+    return make_bare_repo(tmp_path / "upstream", files | (extra or {}))[0]
+
+
 def test_a_sparse_clone_still_knows_the_modules_outside_its_paths(tmp_path, monkeypatch):
     """A ``url`` source is cloned sparse. With only its ``paths`` on disk, the package's other
     modules looked missing: a class whose base lives there was no block (a ``url`` source of
@@ -126,12 +136,8 @@ def test_a_sparse_clone_still_knows_the_modules_outside_its_paths(tmp_path, monk
     ``src/diffusers/models`` said 198 of its files needed another version of diffusers. The
     package's Python files now come along (never its data), so both work as for a local
     path."""
-    git_env(tmp_path, monkeypatch)
-    (tmp_path / "upstream").mkdir()
-    files = {p.relative_to(REPO).as_posix(): p.read_bytes() for p in REPO.rglob("*.py")
-             if "__pycache__" not in p.parts}
-    files |= {"pkgx/layers/weights.bin": b"\0" * 1024, "docs/guide.md": "# pkgx\n"}
-    url, _ = make_bare_repo(tmp_path / "upstream", files)
+    url = upstream_repo(tmp_path, monkeypatch, {"pkgx/layers/weights.bin": b"\0" * 1024,
+                                                "docs/guide.md": "# pkgx\n"})
     ex = BlockExtractor(parse_config({"pkgx": {"url": url, "paths": ["pkgx/models"]}}),
                         cache_dir=tmp_path / "cache", data_dir=tmp_path / "data")
     with ex:
@@ -149,13 +155,9 @@ def test_a_sparse_clone_still_knows_the_modules_outside_its_paths(tmp_path, monk
 def test_an_update_outside_the_paths_is_discovered_again(tmp_path, monkeypatch):
     """Only the base changed upstream, in a module the paths leave out: no indexed file
     changed, but which classes are blocks did."""
-    git_env(tmp_path, monkeypatch)
-    (tmp_path / "upstream").mkdir()
-    files = {p.relative_to(REPO).as_posix(): p.read_bytes() for p in REPO.rglob("*.py")
-             if "__pycache__" not in p.parts}
-    url, _ = make_bare_repo(tmp_path / "upstream", files)
+    url = upstream_repo(tmp_path, monkeypatch)
     cfg = parse_config({"pkgx": {"url": url, "paths": ["pkgx/models"]}})
-    kw = dict(cache_dir=tmp_path / "cache", data_dir=tmp_path / "data")
+    kw = {"cache_dir": tmp_path / "cache", "data_dir": tmp_path / "data"}
     with BlockExtractor(cfg, **kw) as ex:
         ex.index()
         assert "pkgx.models.net:ScaledBlock" in {b.key for b in ex.blocks()}
