@@ -95,6 +95,7 @@ def test_src_layout_from_a_git_url_names_modules_from_src(tmp_path, monkeypatch)
         # provenance names the file where it is in the repository
         prov = build_provenance(res, ex.store.source_roots(), code.encode("utf-8"))
         assert prov["block"]["path"] == "src/srcpkg/models/net.py"
+        assert res.generated.spec["source"]["path"] == "src/srcpkg/models/net.py"
         assert {d["path"] for d in prov["definitions"]} == {
             "src/srcpkg/layers.py", "src/srcpkg/utils.py", "src/srcpkg/models/net.py"}
         assert {s["import_root"] for s in prov["sources"]} == {"src"}

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from nnrag_tui import __version__
 from nnrag_tui.engine.moduleobject import is_object_key
+from nnrag_tui.engine.provenance import repo_path
 from nnrag_tui.engine.resolve import UNUSED, Closure, ExternalImport, NodeId
 from nnrag_tui.engine.rewrite import rewrite_statement
 from nnrag_tui.engine.spec import build_spec, find_class
@@ -96,7 +97,8 @@ def generate(closure: Closure, sources: dict[str, dict]) -> GeneratedBlock:
                        "confidence": d.confidence, **({"note": d.note} if d.note else {})}
                       for d in _unique_deps(closure)],
         externals=[e.text() for e in closure.externals.values()],
-        source={"repo": block.source, "module": block.module, "path": block.relpath,
+        source={"repo": block.source, "module": block.module,
+                "path": repo_path(sources.get(block.source), block.relpath),
                 "lines": [block.line, block.end_line],
                 **{k: v for k, v in sources.get(block.source, {}).items()
                    if k in ("origin", "commit", "version")}},

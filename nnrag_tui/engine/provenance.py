@@ -56,8 +56,8 @@ def source_info(name: str, info: dict | None) -> dict:
 
 
 def repo_path(info: dict | None, relpath: str) -> str:
-    """A file's path in its repository (what its URL and a SWHID's origin need): the path
-    under the import root, behind the import root's own folder (``src/`` of a src layout)."""
+    """A file's path in its repository, which its URL and a SWHID's origin need: the import
+    root's folder (``src`` of a src layout), then the path under it."""
     prefix = (info or {}).get("prefix") or ""
     return f"{prefix}/{relpath}" if prefix and relpath else relpath
 
