@@ -191,7 +191,8 @@ def _header(closure: Closure, definitions: list[Definition], sources: dict[str, 
     for name in sorted({d.source for d in definitions}):
         info = sources.get(name, {})
         at = info.get("commit") or info.get("version") or "unversioned"
-        under = f" (paths below are under its {info['prefix']}/)" if info.get("prefix") else ""
+        under = (f" (paths below are under its {info['import_root']}/)"
+                 if info.get("import_root") else "")
         out.append(f"# source: {name} {info.get('origin', '')} @ {at}{under}")
     out.append("# definitions (path, sha1: first-last line name):")
     by_file: dict[tuple[str, str, str], list[Definition]] = {}

@@ -66,10 +66,10 @@ def checkout(url: str, dest: Path, *, ref: str | None = None, paths: Sequence[st
         for junk in dest.parent.glob(f".{dest.name}.tmp-*"):
             shutil.rmtree(junk, ignore_errors=True)
         marker = _read_marker(dest)
-        good = marker == want and _head(git, dest) is not None
-        if not good and policy == "never" and marker is not None \
-                and {**marker, "layout": LAYOUT} == want and _head(git, dest) is not None:
-            good = True  # a clone of an older layout still serves; offline it must
+        # a clone of an older layout still serves where the network may not be used
+        same = marker == want or (policy == "never" and marker is not None
+                                  and {**marker, "layout": LAYOUT} == want)
+        good = same and _head(git, dest) is not None
         if policy == "never" and not good:
             state = "not cached" if not dest.exists() else "cached clone is stale or differs"
             raise SourceError(f"{_redact(url)}: {state} and update policy is 'never'")

@@ -50,15 +50,15 @@ def source_info(name: str, info: dict | None) -> dict:
     out = {"name": name, "url": origin if _is_url(origin) else None, "origin": origin,
            "commit": info.get("commit"), "kind": info.get("kind"),
            "version": info.get("version")}
-    if info.get("prefix"):  # a src layout: the definitions' paths start with it
-        out["import_root"] = info["prefix"]
+    if info.get("import_root"):  # a src layout: the definitions' paths start with it
+        out["import_root"] = info["import_root"]
     return out
 
 
 def repo_path(info: dict | None, relpath: str) -> str:
     """A file's path in its repository, which its URL and a SWHID's origin need: the import
     root's folder (``src`` of a src layout), then the path under it."""
-    prefix = (info or {}).get("prefix") or ""
+    prefix = (info or {}).get("import_root") or ""
     return f"{prefix}/{relpath}" if prefix and relpath else relpath
 
 

@@ -129,6 +129,12 @@ def _alone_in_block(tree: ast.AST, leaves_nothing) -> set[int]:
     return out
 
 
+def _bound(node: ast.Import | ast.ImportFrom, alias: ast.alias) -> str:
+    """The name an import binds for one of its aliases (``import a.b`` binds ``a``)."""
+    return alias.asname or (alias.name if isinstance(node, ast.ImportFrom)
+                            else alias.name.split(".")[0])
+
+
 def _dotted(node: ast.AST) -> tuple[str, ast.Name] | None:
     parts = []
     while isinstance(node, ast.Attribute):
@@ -363,8 +369,7 @@ class _Walker:
         if not isinstance(node, (ast.Import, ast.ImportFrom)):
             return False
         for alias in node.names:
-            bound = alias.asname or (alias.name if isinstance(node, ast.ImportFrom)
-                                     else alias.name.split(".")[0])
+            bound = _bound(node, alias)
             key = (node.lineno, bound)
             if key not in self.guarded:
                 return False
@@ -386,8 +391,7 @@ class _Walker:
         assigns: list[str] = []
         changed = False
         for alias in node.names:
-            bound = alias.asname or (alias.name if isinstance(node, ast.ImportFrom)
-                                     else alias.name.split(".")[0])
+            bound = _bound(node, alias)
             key = (node.lineno, bound)
             if key not in self.guarded:
                 new = self.renames.get(bound, bound) if module_level else bound

@@ -301,7 +301,7 @@ class FileIndexStore:
 
     def source_roots(self) -> dict[str, dict]:
         return {r[0]: {"root": r[1], "origin": r[2], "commit": r[3], "kind": r[4],
-                       "priority": r[5], "version": r[6], "prefix": r[7]}
+                       "priority": r[5], "version": r[6], "import_root": r[7]}
                 for r in self.db.execute(
                     "SELECT name, root, origin, commit_sha, kind, priority, version, prefix"
                     " FROM sources")}
