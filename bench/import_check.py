@@ -7,6 +7,7 @@ Usage: python -I bench/import_check.py FILE... ; prints one JSON line per file."
 import importlib.abc
 import importlib.util
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -41,6 +42,11 @@ def main(paths):
 
     for path in paths:
         def child(path=path) -> dict:
+            # what the file prints when it imports (ultralytics' settings notice) goes to
+            # stderr: stdout carries only this script's JSON lines
+            sys.stdout.flush()
+            os.dup2(2, 1)
+            sys.stdout = sys.stderr
             torch.set_num_threads(1)
             spec = importlib.util.spec_from_file_location("block_under_test", path)
             mod = importlib.util.module_from_spec(spec)
