@@ -234,6 +234,9 @@ def compare(job: dict, blockrun) -> dict:
     mod_name, _, name = job["key"].partition(":")
     upstream_mod = importlib.import_module(mod_name)
     up_cls = getattr(upstream_mod, name)
+    if isinstance(upstream_mod, _StubModule) or isinstance(up_cls, _AnyMeta):
+        raise _NotComparable(f"upstream {mod_name} is a stand-in here (--stub): there is no "
+                             "upstream class to compare with")
     gen_mod = _load_file(job["file"], f"_nnrag_generated_{name}")
     gen_cls = getattr(gen_mod, name)
     try:

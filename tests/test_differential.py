@@ -38,7 +38,7 @@ class Stamped(nn.Module):
 
 
 def compare(tmp_path: Path, generated: str, upstream: str = UPSTREAM,
-            name: str = "Stamped") -> dict:
+            name: str = "Stamped", stubs: tuple[str, ...] = ()) -> dict:
     pkg = tmp_path / "src" / "pkgd"
     pkg.mkdir(parents=True)
     (pkg / "__init__.py").write_text("")
@@ -47,7 +47,7 @@ def compare(tmp_path: Path, generated: str, upstream: str = UPSTREAM,
     gen.write_text(generated)
     proc = subprocess.run(
         [sys.executable, "-I", str(ROOT / "bench" / "differential.py"), "--path",
-         str(tmp_path / "src")],
+         str(tmp_path / "src"), *(f"--stub={pkg}" for pkg in stubs)],
         input=json.dumps({"key": f"pkgd.blocks:{name}", "file": str(gen)}) + "\n",
         capture_output=True, text=True, timeout=300, check=False)
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -103,3 +103,11 @@ def test_a_repr_that_says_something_else_still_differs(tmp_path):
     edited = edited.replace('f"PerKey({dict(self.p)})"', 'f"PerKey({dict(self.p)}, v2)"')
     r = compare(tmp_path, edited, LAMBDA_REPR, "PerKey")
     assert r["verdict"] == "differs" and "repr" in r["reason"], r
+
+
+def test_an_upstream_that_is_a_stand_in_is_not_comparable(tmp_path):
+    # ultralytics and torchaudio are stand-ins by default (other corpora import them): when
+    # they are the corpus measured, there is no upstream class, and no verdict against one
+    r = compare(tmp_path, UPSTREAM, stubs=("pkgd",))
+    assert r["verdict"] == "not_comparable", r
+    assert "stand-in" in r["reason"], r
