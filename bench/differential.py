@@ -191,10 +191,14 @@ def _clone(args, torch):
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 
 
-def _repr(module) -> str:
+def _repr(module, renamed: dict[str, str] | None = None) -> str:
     """The module tree as printed, without object addresses (a lambda in a defaultdict, as
-    audiocraft's AttributeDropout shows, has a new one in every build)."""
-    return _ADDRESS.sub(" at 0x…", repr(module))
+    audiocraft's AttributeDropout shows, has a new one in every build); ``renamed`` ({name
+    here: name upstream}) puts back the upstream names of classes renamed for a clash."""
+    text = _ADDRESS.sub(" at 0x…", repr(module))
+    for new, old in (renamed or {}).items():
+        text = re.sub(rf"\b{re.escape(new)}\(", f"{old}(", text)
+    return text
 
 
 def _plain(sig) -> str:
@@ -308,7 +312,13 @@ def compare(job: dict, blockrun) -> dict:
         if "<stand-in " in repr(up):
             raise _NotComparable("the upstream block holds a stand-in for a package that "
                                  "cannot be imported here")
-        raise _Differs("module tree (repr) differs")
+        renamed = job.get("renamed_classes") or {}
+        if _repr(up) != _repr(gen, renamed):
+            raise _Differs("module tree (repr) differs")
+        result.setdefault("notes", []).append(
+            "the module tree differs only in the names of classes the header lists "
+            "as renamed: " + ", ".join(f"{new} (upstream {old})"
+                                       for new, old in sorted(renamed.items())))
     up_sd, gen_sd = up.state_dict(), gen.state_dict()
     if list(up_sd) != list(gen_sd):
         raise _Differs(f"state_dict names differ: {sorted(set(up_sd) ^ set(gen_sd))[:5]}")

@@ -22,6 +22,7 @@ import argparse
 import collections
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -37,6 +38,15 @@ from bench.measure import cpu_speed  # noqa: E402
 from nnrag_tui.engine.extractor import BlockExtractor, OutputNames  # noqa: E402
 
 
+_RENAMED_CLASS = re.compile(r"renamed class `(\w+)` -> `(\w+)`")
+
+
+def renamed_classes(rewrites: list[str]) -> dict[str, str]:
+    """{name here: name upstream} of the classes the header lists as renamed (a clash of two
+    same-named classes in one file): their repr shows the new name."""
+    return {new: old for r in rewrites for old, new in _RENAMED_CLASS.findall(r)}
+
+
 def jobs_for(ex: BlockExtractor, names: list[str], outdir: Path) -> tuple[list[dict], dict]:
     jobs, failed = [], {}
     written = OutputNames()  # 207 timm blocks share a name: one file each
@@ -46,7 +56,8 @@ def jobs_for(ex: BlockExtractor, names: list[str], outdir: Path) -> tuple[list[d
             failed[name] = res.error
             continue
         jobs.append({"key": res.block.key, "file": res.paths[0],
-                     "call_sites": ex.call_sites(res)})
+                     "call_sites": ex.call_sites(res),
+                     "renamed_classes": renamed_classes(res.generated.rewrites)})
     return jobs, failed
 
 

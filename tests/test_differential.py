@@ -38,9 +38,10 @@ class Stamped(nn.Module):
 
 
 def compare(tmp_path: Path, generated: str, upstream: str = UPSTREAM,
-            name: str = "Stamped", stubs: tuple[str, ...] = ()) -> dict:
+            name: str = "Stamped", stubs: tuple[str, ...] = (),
+            renamed: dict[str, str] | None = None) -> dict:
     pkg = tmp_path / "src" / "pkgd"
-    pkg.mkdir(parents=True)
+    pkg.mkdir(parents=True, exist_ok=True)
     (pkg / "__init__.py").write_text("")
     (pkg / "blocks.py").write_text(upstream)
     gen = tmp_path / f"{name}.py"
@@ -48,7 +49,8 @@ def compare(tmp_path: Path, generated: str, upstream: str = UPSTREAM,
     proc = subprocess.run(
         [sys.executable, "-I", str(ROOT / "bench" / "differential.py"), "--path",
          str(tmp_path / "src"), *(f"--stub={pkg}" for pkg in stubs)],
-        input=json.dumps({"key": f"pkgd.blocks:{name}", "file": str(gen)}) + "\n",
+        input=json.dumps({"key": f"pkgd.blocks:{name}", "file": str(gen),
+                          "renamed_classes": renamed or {}}) + "\n",
         capture_output=True, text=True, timeout=300, check=False)
     assert proc.returncode == 0, proc.stderr[-2000:]
     return json.loads(proc.stdout)
@@ -111,3 +113,50 @@ def test_an_upstream_that_is_a_stand_in_is_not_comparable(tmp_path):
     r = compare(tmp_path, UPSTREAM, stubs=("pkgd",))
     assert r["verdict"] == "not_comparable", r
     assert "stand-in" in r["reason"], r
+
+
+# coqui TTS's losses.SSIMLoss holds ``_SSIMLoss()``, imported as an alias of ssim.SSIMLoss: one
+# file cannot have two classes named SSIMLoss, so the inner one is renamed and the header says so
+CLASH_UPSTREAM = {
+    "inner.py": "from torch import nn\n\n\nclass Loss(nn.Module):\n"
+                "    def forward(self, x):\n        return x.abs().mean()\n",
+    "blocks.py": "from torch import nn\n\nfrom pkgd.inner import Loss as _Loss\n\n\n"
+                 "class Loss(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+                 "        self.inner = _Loss()\n\n    def forward(self, x):\n"
+                 "        return 1 - self.inner(x)\n",
+}
+CLASH_GENERATED = """\
+from torch import nn
+
+
+class Loss_inner(nn.Module):
+    def forward(self, x):
+        return x.abs().mean()
+
+
+class Loss(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.inner = Loss_inner()
+
+    def forward(self, x):
+        return 1 - self.inner(x)
+"""
+
+
+def test_a_class_renamed_for_a_clash_is_the_only_difference_the_tree_may_show(tmp_path):
+    pkg = tmp_path / "src" / "pkgd"
+    pkg.mkdir(parents=True)
+    (pkg / "inner.py").write_text(CLASH_UPSTREAM["inner.py"])
+    r = compare(tmp_path, CLASH_GENERATED, CLASH_UPSTREAM["blocks.py"], "Loss",
+                renamed={"Loss_inner": "Loss"})
+    assert r["verdict"] == "same", r
+    assert any("Loss_inner (upstream Loss)" in n for n in r["notes"]), r
+
+
+def test_a_rename_the_header_does_not_list_still_differs(tmp_path):
+    pkg = tmp_path / "src" / "pkgd"
+    pkg.mkdir(parents=True)
+    (pkg / "inner.py").write_text(CLASH_UPSTREAM["inner.py"])
+    r = compare(tmp_path, CLASH_GENERATED, CLASH_UPSTREAM["blocks.py"], "Loss")
+    assert r["verdict"] == "differs" and "repr" in r["reason"], r
