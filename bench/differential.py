@@ -32,6 +32,7 @@ import argparse
 import importlib
 import importlib.abc
 import importlib.machinery
+import importlib.metadata
 import importlib.util
 import inspect
 import json
@@ -93,6 +94,25 @@ class _StubFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
     def exec_module(self, module):
         pass
+
+    def find_distributions(self, context=importlib.metadata.DistributionFinder.Context()):
+        """An installed distribution for each stand-in, as ``importlib.metadata.version``
+        asks of it (ultralytics reads torchvision's version when it imports)."""
+        if context.name in self.packages:
+            yield _StubDistribution(context.name)
+
+
+class _StubDistribution(importlib.metadata.Distribution):
+    def __init__(self, name: str) -> None:
+        self.name_ = name
+
+    def read_text(self, filename):
+        if filename == "METADATA":
+            return f"Metadata-Version: 2.1\nName: {self.name_}\nVersion: 0.0\n"
+        return None
+
+    def locate_file(self, path):
+        return Path(path)
 
 
 # -- one comparison ----------------------------------------------------------------------------

@@ -160,3 +160,10 @@ def test_a_rename_the_header_does_not_list_still_differs(tmp_path):
     (pkg / "inner.py").write_text(CLASH_UPSTREAM["inner.py"])
     r = compare(tmp_path, CLASH_GENERATED, CLASH_UPSTREAM["blocks.py"], "Loss")
     assert r["verdict"] == "differs" and "repr" in r["reason"], r
+
+
+def test_a_stand_in_has_a_version_for_code_that_asks_for_one(tmp_path):
+    # ultralytics reads ``importlib.metadata.version("torchvision")`` when it imports
+    asks = "import importlib.metadata\n\nVISION = importlib.metadata.version('visionpkg')\n"
+    r = compare(tmp_path, UPSTREAM, asks + UPSTREAM, stubs=("visionpkg",))
+    assert r["verdict"] == "same", r
