@@ -136,6 +136,15 @@ MUST = {
          "_BackendRegistry._constraints[Backend.SCALED] = []\n"
          '_BackendRegistry._arg_names[Backend.SCALED] = {"query", "key"}\n')],
     ("class_registry", "TableNet"): ["class _KernelTable:", "kernels = {}"],
+    # a folder's modules imported by computed name fill the registry: relu and tanh, in the
+    # loop's (sorted) order; through a helper (``import_models(dir, "frpkg.models")``) and a
+    # relative ``import_module(f".{name}", __name__)`` too
+    ("folder_registry", "Net"): [
+        '@register_act("relu")\nclass ReLU(nn.ReLU):\n    pass\n\n\n@register_act("tanh")',
+        "from relu.py, tanh.py"],
+    ("folder_registry", "Zoo"): ['@register_model("mlp")\nclass Mlp(',
+                                 "@register_norm\nclass LayerNorm(", '@register_act("relu")',
+                                 "frpkg/models/__init__.py:25 imports"],
     ("self_shadow", "Net"): ["class Output(Output_outputs):", "def gelu(x, _impl=gelu_outputs):",
                              "class Output_outputs:", "out = Output(self.fc(x))",
                              "shpkg/net.py:6: renamed `Output` -> `Output_outputs`"],
@@ -217,6 +226,9 @@ MUST_NOT = {
     ("same_name", "Net"): ["LINEAR_SCALE"],
     ("cycles", "Net"): ["odd.", "even.", "from . import"],
     ("registry", "Net"): ["def unrelated", "class NotRegistered"],
+    # the loop skips _experimental.py; the loop itself would import modules that are not here
+    ("folder_registry", "Net"): ["Experimental", "unused_helper", "import_module", "MODELS"],
+    ("folder_registry", "Zoo"): ["Experimental", "import_module", "import_models", "pkgutil"],
     ("registry", "Plain"): ["class Tiny", "class Net", "def double", "_ACTS"],
     ("class_registry", "AttnNet"): ["_KernelTable", "_unrelated_kernel", "unrelated_functional"],
     ("class_registry", "TableNet"): ["_unrelated_kernel", "unrelated_functional",
@@ -393,3 +405,20 @@ def test_an_external_import_nothing_reads_still_runs(extracted):
                 net.check_accel()
     finally:
         forget_upstream("lipkg")
+
+
+def test_a_registry_filled_by_a_folder_loop_has_what_upstream_registers(extracted):
+    """ml-cvnets' ``build_activation_layer`` looks ``relu`` up in a registry that the modules
+    of its folder fill when ``cvnets/layers/activation/__init__.py`` imports them by computed
+    name: the generated block registers the same names, in the same order."""
+    res, _, repo = extracted("folder_registry", "Zoo")
+    assert res.ok, res.error
+    mod = load_file(CASES_DIR / "folder_registry" / "expected" / "Zoo.py", "_golden_folder_zoo")
+    try:
+        acts = import_upstream(repo, "frpkg.acts")
+        models = import_upstream(repo, "frpkg.models")
+        assert list(mod.ACTS) == list(acts.ACTS) == ["relu", "tanh"]
+        assert list(mod.MODELS) == list(models.MODELS) == ["mlp"]
+        assert type(mod.Zoo().body.act).__name__ == "ReLU"
+    finally:
+        forget_upstream("frpkg")

@@ -112,6 +112,25 @@ class ModuleIndex:
             out.update(".".join(parts[:i]) for i in range(1, len(parts)))
         return frozenset(out)
 
+    @functools.cached_property
+    def _submodules(self) -> dict[str, list[str]]:
+        out: dict[str, list[str]] = {}
+        for module in self.by_module:
+            parent = module.rpartition(".")[0]
+            if parent:
+                out.setdefault(parent, []).append(module)
+        return {k: sorted(v) for k, v in out.items()}
+
+    def submodules(self, package: str, source: str) -> list[ModuleEntry]:
+        """The indexed modules directly inside ``package`` (its modules and the ``__init__``
+        of its subpackages) that ``source`` has, by name."""
+        out = []
+        for module in self._submodules.get(package, ()):
+            e = self.find_module(module, source)
+            if e is not None and e.source == source:
+                out.append(e)
+        return out
+
     def find_module(self, module: str, from_source: str | None) -> ModuleEntry | None:
         cands = self.by_module.get(module)
         if not cands:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from nnrag_tui.engine.bindings import ModuleEntry, ModuleIndex, Target
+from nnrag_tui.engine.dynimport import FolderImport, folder_imports, helper_calls, helper_imports
 from nnrag_tui.engine.errors import ResolutionError
 from nnrag_tui.engine.facts import Block, ImportRecord
 from nnrag_tui.engine.modsource import (
@@ -135,6 +136,8 @@ class Resolver:
         self.module_files = ModuleFiles()
         self.writers: dict[BindKey, list[BindKey]] = {}  # function -> containers it fills
         self.mutators: dict[BindKey, frozenset] = {}  # function -> parameters it changes
+        # module -> (line, what) of its statements importing a folder's modules by name
+        self._folder_imports: dict[tuple[str, str], list[tuple[int, FolderImport]]] = {}
 
     def is_external(self, module: str) -> bool:
         """torch is always imported, also when its own source is the corpus."""
@@ -162,6 +165,40 @@ class Resolver:
             ms.crlf = b"\r" in data
             self._sources[entry.key] = ms
         return ms
+
+    def folder_imports(self, entry: ModuleEntry) -> list[tuple[int, FolderImport]]:
+        """The module-level statements of ``entry`` that import a package's modules by
+        computed name while the module executes (engine.dynimport), with their lines."""
+        hit = self._folder_imports.get(entry.key)
+        if hit is not None:
+            return hit
+        out: list[tuple[int, FolderImport]] = []
+        ms = self.module_source(entry)
+        is_package = entry.facts.relpath.endswith("__init__.py")
+        for st in ms.stmts:
+            if st.kind in ("class", "function", "import"):
+                continue
+            found = folder_imports(st.node, entry.module, is_package, self.index.packages)
+            for fname, package in helper_calls(st.node, self.index.packages):
+                helper = self._helper(entry, ms, fname)
+                if helper is not None:
+                    found.append(FolderImport(package, helper.public_only))
+            out.extend((st.line, f) for f in found)
+        self._folder_imports[entry.key] = out
+        return out
+
+    def _helper(self, entry: ModuleEntry, ms: ModuleSource, name: str) -> FolderImport | None:
+        """What the corpus function ``name`` (as ``entry`` sees it) imports by computed name."""
+        if not any(ms.stmts[i].kind != "import" for i in ms.binders.get(name, [])):
+            t = self.index.lookup(entry, name)
+            if t.kind != "def" or t.entry is None or t.attr or self.is_external(t.entry.module):
+                return None
+            entry, ms, name = t.entry, self.module_source(t.entry), t.name
+        for i in ms.binders.get(name, []):
+            hit = helper_imports(ms.stmts[i].node)
+            if hit is not None:
+                return hit
+        return None
 
     def closure(self, block: Block) -> Closure:
         entry = self.index.entries.get((block.source, block.module))
@@ -199,6 +236,11 @@ class _ClosureBuilder:
         self._registry_keys: set[BindKey] = set()
         self.patches: dict[BindKey, list[NodeId]] = {}  # definition -> statements changing it
         self._not_registry: set[BindKey] = set()
+        # modules imported by computed name (engine.dynimport) -> the statement importing them
+        self.by_name: dict[tuple[str, str], str] = {}
+        self._by_name_scanned: set[tuple[str, str]] = set()
+        # such a module -> the registration statements inlined from it
+        self.by_name_fillers: dict[tuple[str, str], list[NodeId]] = {}
         # module objects (engine.moduleobject): their key -> (members, the name to give it)
         self.objects: dict[tuple[str, str], tuple[list[tuple[str, Target]], str]] = {}
 
@@ -299,6 +341,7 @@ class _ClosureBuilder:
         self.note_unindexed_imports()
         self.note_deferred_modules(nodes)
         self.note_module_files(nodes)
+        self.note_imports_by_name(nodes)
         crlf = sorted({self.entries[n[0]].facts.relpath for n in nodes
                        if self.modules[n[0]].crlf})
         if crlf:
@@ -727,6 +770,7 @@ class _ClosureBuilder:
                 registries.setdefault(key, []).append((user, name, name in uses.load))
         if not registries:
             return False
+        self.span_imports_by_name()
         added = False
         bound = set(self.bind_order)
         for mkey in list(self.modules):
@@ -759,6 +803,8 @@ class _ClosureBuilder:
                     continue
                 self.add(entry, st.index)
                 added = True
+                if mkey in self.by_name:
+                    self.by_name_fillers.setdefault(mkey, []).append(node)
                 for reg in dict.fromkeys(filled):
                     for user, rname, load in registries[reg]:
                         self.deps.append(Dependency(
@@ -767,6 +813,44 @@ class _ClosureBuilder:
                             "fills the registry it reads (decorator or module-level "
                             "statement)"))
         return added
+
+    def span_imports_by_name(self) -> None:
+        """Modules that a module of the closure imports by computed name while it executes
+        (engine.dynimport: ``importlib.import_module("pkg.acts." + name)`` over its folder)
+        count as imported, as they are upstream: the registry rule then sees what they
+        register. Followed on through the packages among them."""
+        todo = [k for k in self.modules if k not in self._by_name_scanned and k not in self.objects]
+        while todo:
+            mkey = todo.pop()
+            if mkey in self._by_name_scanned:
+                continue
+            self._by_name_scanned.add(mkey)
+            entry = self.entries[mkey]
+            for line, fi in self.r.folder_imports(entry):
+                for child in self.index.submodules(fi.package, entry.source):
+                    if child.key in self.modules or self.r.is_external(child.module) or (
+                            fi.public_only and child.module.rpartition(".")[2][:1] == "_"):
+                        continue
+                    self.ms(child)
+                    self.by_name[child.key] = f"{entry.facts.relpath}:{line}"
+                    todo.append(child.key)
+
+    def note_imports_by_name(self, nodes: list[NodeId]) -> None:
+        """Registrations inlined from modules that upstream imports by computed name: said in
+        the header, with the statement that imports them."""
+        inlined = {n[0] for n in nodes}
+        by_importer: dict[str, list[str]] = {}
+        for mkey in sorted(self.by_name_fillers, key=lambda k: self.entries[k].facts.relpath):
+            if mkey in inlined:
+                by_importer.setdefault(self.by_name[mkey], []).append(
+                    self.entries[mkey].facts.relpath)
+        for importer, paths in sorted(by_importer.items()):
+            folder = importer.rpartition("/")[0] + "/"
+            names = [p[len(folder):] if p.startswith(folder) else p for p in paths]
+            self.notes.append(
+                f"{importer} imports the modules of its folder by computed name, and they fill "
+                "registries this block reads: their registrations are inlined, from "
+                f"{', '.join(names)}")
 
     def add_patches(self) -> bool:
         """Module-level statements, in the modules the closure spans, that change one of its
@@ -977,6 +1061,15 @@ class _ClosureBuilder:
                 if name in self.modules[user[0]].uses(
                         self.modules[user[0]].stmts[user[1]]).load:
                     load_deps[user].add(p)
+        # registrations from modules imported by computed name go in the order the loop
+        # imports them: by module name (os.listdir has no order of its own)
+        by_importer: dict[str, list[NodeId]] = {}
+        for k, filled in self.by_name_fillers.items():
+            by_importer.setdefault(self.by_name[k], []).extend(filled)
+        for group in by_importer.values():
+            group.sort(key=lambda n: (self.entries[n[0]].module, n[1]))
+            for a, b in zip(group, group[1:]):
+                all_deps[b].add(a)
         # statements of one module that bind the same name keep their upstream order
         by_binding: dict[tuple, list[NodeId]] = {}
         for n in self.order:
