@@ -144,7 +144,7 @@ MUST = {
         "from relu.py, tanh.py"],
     ("folder_registry", "Zoo"): ['@register_model("mlp")\nclass Mlp(',
                                  "@register_norm\nclass LayerNorm(", '@register_act("relu")',
-                                 "frpkg/models/__init__.py:25 imports"],
+                                 "frpkg/models/__init__.py:27 imports"],
     ("self_shadow", "Net"): ["class Output(Output_outputs):", "def gelu(x, _impl=gelu_outputs):",
                              "class Output_outputs:", "out = Output(self.fc(x))",
                              "shpkg/net.py:6: renamed `Output` -> `Output_outputs`"],
@@ -229,6 +229,8 @@ MUST_NOT = {
     # the loop skips _experimental.py; the loop itself would import modules that are not here
     ("folder_registry", "Net"): ["Experimental", "unused_helper", "import_module", "MODELS"],
     ("folder_registry", "Zoo"): ["Experimental", "import_module", "import_models", "pkgutil"],
+    ("folder_registry", "Head"): ["class ReLU", "class Tanh", "register_act(", "# note:"],
+    ("folder_registry", "Plain"): ["class Mlp", "class ReLU", "# note:"],
     ("registry", "Plain"): ["class Tiny", "class Net", "def double", "_ACTS"],
     ("class_registry", "AttnNet"): ["_KernelTable", "_unrelated_kernel", "unrelated_functional"],
     ("class_registry", "TableNet"): ["_unrelated_kernel", "unrelated_functional",
@@ -415,10 +417,11 @@ def test_a_registry_filled_by_a_folder_loop_has_what_upstream_registers(extracte
     assert res.ok, res.error
     mod = load_file(CASES_DIR / "folder_registry" / "expected" / "Zoo.py", "_golden_folder_zoo")
     try:
-        acts = import_upstream(repo, "frpkg.acts")
-        models = import_upstream(repo, "frpkg.models")
+        import_upstream(repo, "frpkg.net")  # Zoo's module, as a user of Zoo imports it
+        acts, models = sys.modules["frpkg.acts"], sys.modules["frpkg.models"]
         assert list(mod.ACTS) == list(acts.ACTS) == ["relu", "tanh"]
-        assert list(mod.MODELS) == list(models.MODELS) == ["mlp"]
+        # the folder's mlp, then net.py's own Plain
+        assert list(mod.MODELS) == list(models.MODELS) == ["mlp", "plain"]
         assert type(mod.Zoo().body.act).__name__ == "ReLU"
     finally:
         forget_upstream("frpkg")

@@ -39,6 +39,7 @@ from nnrag_tui.engine.moduleobject import (
 )
 from nnrag_tui.engine.parse import resolve_relative
 from nnrag_tui.engine.patches import mutated_parameters
+from nnrag_tui.engine.reach import run_names
 
 ALWAYS_EXTERNAL = frozenset({"torch"})
 NodeId = tuple[tuple[str, str], int]  # ((source, module), statement index)
@@ -770,7 +771,14 @@ class _ClosureBuilder:
                 registries.setdefault(key, []).append((user, name, name in uses.load))
         if not registries:
             return False
-        self.span_imports_by_name()
+        # a folder loop's modules (engine.dynimport) fill only the registries that code
+        # running when the block is built and called reads (engine.reach)
+        live: set[BindKey] = set()
+        if any(self.r.folder_imports(self.entries[key[1]]) for key in registries):
+            reach = self.construction_reach()
+            live = {key for key, users in registries.items()
+                    if any(user in reach for user, _, _ in users)}
+            self.span_imports_by_name(sorted({key[1] for key in live}))
         added = False
         bound = set(self.bind_order)
         for mkey in list(self.modules):
@@ -794,6 +802,8 @@ class _ClosureBuilder:
                     if writes:
                         filled += writes
                         keys.append(key)
+                if mkey in self.by_name:
+                    filled = [k for k in filled if k in live]
                 # ``@register_kernel(adjust_hue, Image)`` registers under a definition the
                 # block never reaches: only registrations whose other corpus names are all in
                 # the closure already can be looked up. What is stored (``constraints=[...]``,
@@ -814,14 +824,34 @@ class _ClosureBuilder:
                             "statement)"))
         return added
 
-    def span_imports_by_name(self) -> None:
-        """Modules that a module of the closure imports by computed name while it executes
-        (engine.dynimport: ``importlib.import_module("pkg.acts." + name)`` over its folder)
+    def construction_reach(self) -> set[NodeId]:
+        """The statements of the closure that run when the block is built and called: from
+        the block's class, through what those parts read (engine.reach)."""
+        edges: dict[NodeId, dict[str, list[NodeId]]] = {}
+        for d in self.deps:
+            if d.kind == "definition" and d.nodes:
+                edges.setdefault(d.user, {}).setdefault(d.name, []).extend(d.nodes)
+        top = self.block.qualname.split(".")[0]
+        todo = [(self.entry.key, i) for i in self.binders(self.entry, top)]
+        reached: set[NodeId] = set()
+        while todo:
+            node = todo.pop()
+            if node in reached or node[0] in self.objects:
+                continue
+            reached.add(node)
+            out = edges.get(node, {})
+            for name in run_names(self.modules[node[0]].stmts[node[1]].node) & out.keys():
+                todo.extend(out[name])
+        return reached
+
+    def span_imports_by_name(self, modules: list[tuple[str, str]]) -> None:
+        """Modules that ``modules`` import by computed name while they execute
+        (engine.dynimport: ``importlib.import_module("pkg.acts." + name)`` over a folder)
         count as imported, as they are upstream: the registry rule then sees what they
         register. Followed on through the packages among them."""
-        todo = [k for k in self.modules if k not in self._by_name_scanned and k not in self.objects]
+        todo = [k for k in modules if k not in self._by_name_scanned and k not in self.objects]
         while todo:
-            mkey = todo.pop()
+            mkey = todo.pop(0)
             if mkey in self._by_name_scanned:
                 continue
             self._by_name_scanned.add(mkey)
