@@ -105,7 +105,7 @@ def folder_imports(node: ast.stmt, module: str, is_package: bool,
 def helper_calls(node: ast.stmt, packages: frozenset[str]) -> list[tuple[str, str]]:
     """(function name, package) for each call in ``node`` of a plain name given a corpus
     package's name as a string (``import_models(models_dir, "fairseq.models")``): a helper
-    that may import that package's modules, as the caller checks with ``helper_imports``."""
+    that may import that package's modules, as ``helper_skips_private`` tells."""
     out = []
     for n in ast.walk(node):
         if isinstance(n, ast.Call) and isinstance(n.func, ast.Name):
@@ -115,11 +115,10 @@ def helper_calls(node: ast.stmt, packages: frozenset[str]) -> list[tuple[str, st
     return out
 
 
-def helper_imports(func: ast.stmt) -> FolderImport | None:
-    """Whether a function imports modules by computed name; the package is the caller's
-    argument, so only ``public_only`` is known here (``package`` is empty)."""
-    if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
+def helper_skips_private(func: ast.stmt) -> bool | None:
+    """For a function that imports modules by computed name (the package is its caller's
+    argument): whether it skips the modules whose names start with ``_``; None for any other
+    statement."""
+    if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)) or not computed_imports(func):
         return None
-    if not computed_imports(func):
-        return None
-    return FolderImport("", _skips_private(func))
+    return _skips_private(func)

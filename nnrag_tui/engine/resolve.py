@@ -18,7 +18,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from nnrag_tui.engine.bindings import ModuleEntry, ModuleIndex, Target
-from nnrag_tui.engine.dynimport import FolderImport, folder_imports, helper_calls, helper_imports
+from nnrag_tui.engine.dynimport import (
+    FolderImport,
+    folder_imports,
+    helper_calls,
+    helper_skips_private,
+)
 from nnrag_tui.engine.errors import ResolutionError
 from nnrag_tui.engine.facts import Block, ImportRecord
 from nnrag_tui.engine.modsource import (
@@ -181,24 +186,35 @@ class Resolver:
                 continue
             found = folder_imports(st.node, entry.module, is_package, self.index.packages)
             for fname, package in helper_calls(st.node, self.index.packages):
-                helper = self._helper(entry, ms, fname)
-                if helper is not None:
-                    found.append(FolderImport(package, helper.public_only))
+                skips = self._helper_skips_private(entry, ms, fname)
+                if skips is not None:
+                    found.append(FolderImport(package, skips))
             out.extend((st.line, f) for f in found)
         self._folder_imports[entry.key] = out
         return out
 
-    def _helper(self, entry: ModuleEntry, ms: ModuleSource, name: str) -> FolderImport | None:
-        """What the corpus function ``name`` (as ``entry`` sees it) imports by computed name."""
-        if not any(ms.stmts[i].kind != "import" for i in ms.binders.get(name, [])):
-            t = self.index.lookup(entry, name)
-            if t.kind != "def" or t.entry is None or t.attr or self.is_external(t.entry.module):
-                return None
-            entry, ms, name = t.entry, self.module_source(t.entry), t.name
-        for i in ms.binders.get(name, []):
-            hit = helper_imports(ms.stmts[i].node)
+    def _helper_skips_private(self, entry: ModuleEntry, ms: ModuleSource,
+                              name: str) -> bool | None:
+        """For the corpus function ``name`` (as ``entry`` sees it): None if it imports no
+        module by computed name, else whether it skips the ``_`` ones (engine.dynimport)."""
+        key = self.binding_key(entry, ms, name)
+        where = self.index.entries.get(key[1]) if key is not None else None
+        if key is None or where is None or self.is_external(where.module):
+            return None
+        wms = self.module_source(where)
+        for i in wms.binders.get(key[2], []):
+            hit = helper_skips_private(wms.stmts[i].node)
             if hit is not None:
                 return hit
+        return None
+
+    def binding_key(self, entry: ModuleEntry, ms: ModuleSource, name: str) -> BindKey | None:
+        """The module-level binding ``name`` refers to inside ``entry`` (definitions only)."""
+        if any(ms.stmts[i].kind != "import" for i in ms.binders.get(name, [])):
+            return ("def", entry.key, name)
+        t = self.index.lookup(entry, name)
+        if t.kind == "def" and t.entry is not None and not t.attr:
+            return ("def", t.entry.key, t.name)
         return None
 
     def closure(self, block: Block) -> Closure:
@@ -791,7 +807,7 @@ class _ClosureBuilder:
                 keys: list[BindKey] = []
                 values = registered_values(st.node)
                 for name in self._load_names(ms, st):
-                    key = self._binding_key(entry, ms, name)
+                    key = self.r.binding_key(entry, ms, name)
                     if key is None:
                         continue
                     if name not in values:
@@ -898,18 +914,18 @@ class _ClosureBuilder:
                 roots, call, in_place = ms.patch_shape(st)
                 changed: set[BindKey] = set()
                 for name in roots or ():
-                    key = self._binding_key(entry, ms, name)
+                    key = self.r.binding_key(entry, ms, name)
                     if key is not None:
                         changed.add(key)
                 for name in in_place or ():
-                    key = self._binding_key(entry, ms, name)
+                    key = self.r.binding_key(entry, ms, name)
                     if key is not None and key in bound and not self._is_container(key):
                         changed.add(key)  # a container's item stores are the registry rule's
                 if call is not None:
-                    fkey = self._binding_key(entry, ms, call[0])
+                    fkey = self.r.binding_key(entry, ms, call[0])
                     mutated = self._mutated_by(fkey) if fkey is not None else frozenset()
                     for where, name in call[1].items():
-                        key = self._binding_key(entry, ms, name) if where in mutated else None
+                        key = self.r.binding_key(entry, ms, name) if where in mutated else None
                         if key is not None:
                             changed.add(key)
                 changed &= bound
@@ -957,7 +973,7 @@ class _ClosureBuilder:
                     continue
                 uses = ms.uses(st)
                 for name in sorted(ms.access(st)[1] & (uses.lazy | uses.load)):
-                    k = self._binding_key(entry, ms, name)
+                    k = self.r.binding_key(entry, ms, name)
                     if k is not None and k not in out:
                         out.append(k)
         self.r.writers[key] = out
@@ -971,15 +987,6 @@ class _ClosureBuilder:
             decos = st.node.decorator_list  # type: ignore[attr-defined]
             return sorted({n.id for d in decos for n in ast.walk(d) if isinstance(n, ast.Name)})
         return sorted(ms.uses(st).load)
-
-    def _binding_key(self, entry: ModuleEntry, ms: ModuleSource, name: str) -> BindKey | None:
-        """The module-level binding ``name`` refers to inside ``entry`` (definitions only)."""
-        if any(ms.stmts[i].kind != "import" for i in ms.binders.get(name, [])):
-            return ("def", entry.key, name)
-        t = self.index.lookup(entry, name)
-        if t.kind == "def" and t.entry is not None and not t.attr:
-            return ("def", t.entry.key, t.name)
-        return None
 
     def external_import(self, entry: ModuleEntry, name: str, t: Target) -> ExternalImport:
         recs = entry.imports.get(name)
