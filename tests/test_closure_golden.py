@@ -139,6 +139,16 @@ MUST = {
     # a folder's modules imported by computed name fill the registry: relu and tanh, in the
     # loop's (sorted) order; through a helper (``import_models(dir, "frpkg.models")``) and a
     # relative ``import_module(f".{name}", __name__)`` too
+    # a decorator method registers in a module-level object the block reads (MONAI's
+    # ``@Conv.factory_function("conv")``, ``@describe.register(int)``): before the block,
+    # whose default ``Act.SWISH`` needs it while the file executes
+    ("object_registry", "Net"): [
+        '@Act.factory_function("swish")\ndef swish_factory():', "class Swish(nn.Module):",
+        '@describe.register(int)\ndef _(value):',
+        'Act.add_factory_class("relu", nn.ReLU)\n\n\n@Act.factory_function("swish")'],
+    ("object_registry", "Zoo"): ["@MODELS.register()\nclass Small("],
+    ("globals_lookup", "Net"): ["gLN = GlobLN\nbN = BatchNorm\n", "def get(identifier):",
+                                "glpkg/norms.py looks names up in globals() (lines 22, 28)"],
     ("folder_registry", "Net"): [
         '@register_act("relu")\nclass ReLU(nn.ReLU):\n    pass\n\n\n@register_act("tanh")',
         "from relu.py, tanh.py"],
@@ -226,6 +236,13 @@ MUST_NOT = {
     ("same_name", "Net"): ["LINEAR_SCALE"],
     ("cycles", "Net"): ["odd.", "even.", "from . import"],
     ("registry", "Net"): ["def unrelated", "class NotRegistered"],
+    # Net only decorates itself with MODELS; Pool is an object Net never reads
+    ("object_registry", "Net"): ["class Other", "Pool", "max_factory"],
+    ("object_registry", "Zoo"): ["class Net", "Act", "LayerFactory"],
+    # an import globals() could return, but nothing looks up; a store into globals() reads
+    # nothing
+    ("globals_lookup", "Net"): ["unrelated_helper", "def lazy"],
+    ("globals_lookup", "Plain"): ["unrelated", "# note:", "class GlobLN"],
     # the loop skips _experimental.py; the loop itself would import modules that are not here
     ("folder_registry", "Net"): ["Experimental", "unused_helper", "import_module", "MODELS"],
     ("folder_registry", "Zoo"): ["Experimental", "import_module", "import_models", "pkgutil"],
@@ -425,3 +442,58 @@ def test_a_registry_filled_by_a_folder_loop_has_what_upstream_registers(extracte
         assert type(mod.Zoo().body.act).__name__ == "ReLU"
     finally:
         forget_upstream("frpkg")
+
+
+def load_generated(res, tmp_path: Path, modname: str):
+    """The freshly generated file of an extraction, imported."""
+    path = tmp_path / f"{res.block.qualname}.py"
+    path.write_text(res.generated.code)
+    return load_file(path, modname)
+
+
+def test_a_factory_object_has_what_its_decorators_registered(extracted, tmp_path):
+    """MONAI's ``Conv[Conv.CONV, 2]`` looks ``conv_factory`` up in the ``Conv`` object that
+    ``@Conv.factory_function("conv")`` registered it in: the generated block holds the same
+    factories, and a ``functools.singledispatch`` function the same cases."""
+    res, _, repo = extracted("object_registry", "Net")
+    assert res.ok, res.error
+    mod = load_generated(res, tmp_path, "_golden_factory")
+    try:
+        up = import_upstream(repo, "orpkg.net")
+        assert sorted(mod.Act.factories) == sorted(up.Act.factories) == ["RELU", "SWISH"]
+        for act in ("SWISH", "RELU"):
+            assert type(mod.Net(act).act).__name__ == type(up.Net(act).act).__name__
+        assert mod.Net().kind == up.Net().kind == "int"
+    finally:
+        forget_upstream("orpkg")
+
+
+def test_a_lookup_in_globals_finds_every_definition_of_its_module(extracted, tmp_path):
+    """asteroid's ``norms.get("gLN")`` returns ``globals().get("gLN")``: every name upstream's
+    module defines is found, and an unknown one fails as upstream's does."""
+    res, _, repo = extracted("globals_lookup", "Net")
+    assert res.ok, res.error
+    mod = load_generated(res, tmp_path, "_golden_globals")
+    try:
+        up = import_upstream(repo, "glpkg.net")
+        for name in ("gLN", "bN", "GlobLN", "BatchNorm"):
+            assert type(mod.Net(name).norm).__name__ == type(up.Net(name).norm).__name__
+        for cls in (mod.Net, up.Net):
+            with pytest.raises(ValueError, match="Could not interpret normalization"):
+                cls("nope")
+    finally:
+        forget_upstream("glpkg")
+
+
+def test_a_registry_object_read_by_the_block_has_its_registrations(extracted, tmp_path):
+    """``MODELS = Registry()`` (an object, not a dict) that the block reads with
+    ``MODELS.get(name)``: what ``@MODELS.register()`` added in the modules it spans is there."""
+    res, _, repo = extracted("object_registry", "Zoo")
+    assert res.ok, res.error
+    mod = load_generated(res, tmp_path, "_golden_registry_object")
+    try:
+        up = import_upstream(repo, "orpkg.zoo")
+        x = torch.randn(2, 8)
+        assert torch.equal(mod.Zoo()(x), up.Zoo()(x))
+    finally:
+        forget_upstream("orpkg")

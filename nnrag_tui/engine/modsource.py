@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from nnrag_tui.engine.flow import reads_after_own_binding
-from nnrag_tui.engine.patches import attribute_store_roots, call_arguments, in_place_roots
+from nnrag_tui.engine.patches import (attribute_store_roots, call_arguments,
+                                      decorator_method_roots, in_place_roots)
 
 COMPREHENSIONS = frozenset({"listcomp", "setcomp", "dictcomp", "genexpr"})
 
@@ -67,6 +68,7 @@ class ModuleSource:
             for n in binds:
                 self.binders.setdefault(n, []).append(i)
         self._uses: dict[int, StmtUses] = {}
+        self._namespace: dict[int, bool] = {}
         self._access: dict[int, tuple[frozenset[str], frozenset[str]]] = {}
         self._locals: dict[int, frozenset[str]] = {}
         self._nested: dict[int, list] = {}
@@ -94,11 +96,13 @@ class ModuleSource:
     def patch_shape(self, st: TopStmt) -> tuple[frozenset[str] | None, tuple | None,
                                                  frozenset[str] | None]:
         """(roots of its attribute stores, (function, name arguments) of a bare call, roots of
-        its item stores or method calls) of a statement that binds no name (engine.patches);
-        cached."""
+        its item stores or method calls) of a statement that binds no name; for a definition,
+        the roots of its decorator methods as the third (engine.patches); cached."""
         hit = self._patch.get(st.index)
         if hit is None:
-            if st.binds or st.kind not in ("assign", "other"):
+            if st.kind in ("class", "function"):
+                hit = (None, None, decorator_method_roots(st.node))
+            elif st.binds or st.kind not in ("assign", "other"):
                 hit = (None, None, None)
             else:
                 hit = (attribute_store_roots(st.node), call_arguments(st.node),
@@ -142,11 +146,53 @@ class ModuleSource:
             hit = self._locals[st.index] = frozenset(out)
         return hit
 
+    def reads_namespace(self, st: TopStmt) -> bool:
+        """Whether the statement reads the module's namespace by name (``reads_globals``, where
+        the module does not bind ``globals`` itself); cached."""
+        hit = self._namespace.get(st.index)
+        if hit is None:
+            hit = self._namespace[st.index] = "globals" not in self.binders and \
+                reads_globals(st.node)
+        return hit
+
     def uses(self, st: TopStmt) -> StmtUses:
         hit = self._uses.get(st.index)
         if hit is None:
             hit = self._uses[st.index] = compute_uses(self.stmt_text(st), st.node)
+            if self.reads_namespace(st):
+                # ``globals().get(identifier)`` (asteroid's ``norms.get("gLN")``) can return
+                # any module-level definition: the statement reads them all (what the module
+                # only imports is left to the names that read it)
+                into = hit.lazy if "globals" in hit.lazy else hit.load
+                into |= {n for n, ix in self.binders.items()
+                         if any(self.stmts[i].kind != "import" for i in ix)} - st.binds - hit.load
         return hit
+
+
+_GLOBALS_WRITES = frozenset({"update", "setdefault", "pop", "clear", "__setitem__",
+                             "__delitem__"})
+
+
+def reads_globals(node: ast.stmt) -> bool:
+    """Whether a statement reads its module's namespace by name through ``globals()``
+    (``globals().get(name)``, ``globals()[name]``, ``globals().items()``, ``eval(s, globals())``),
+    as opposed to only storing into it (``globals()[name] = fn``, ``globals().update(...)``)."""
+    parents: dict[int, ast.AST] = {}
+    calls: list[ast.Call] = []
+    for sub in ast.walk(node):
+        for child in ast.iter_child_nodes(sub):
+            parents[id(child)] = sub
+        if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Name) and \
+                sub.func.id == "globals" and not sub.args and not sub.keywords:
+            calls.append(sub)
+    for call in calls:
+        parent = parents.get(id(call))
+        if isinstance(parent, ast.Subscript) and isinstance(parent.ctx, (ast.Store, ast.Del)):
+            continue
+        if isinstance(parent, ast.Attribute) and parent.attr in _GLOBALS_WRITES:
+            continue
+        return True
+    return False
 
 
 def compute_uses(text: str, node: ast.stmt) -> StmtUses:

@@ -18,6 +18,12 @@ rooted at a name, a call that hands a name to a function which stores into that 
 and item stores and method calls on a name (``in_place_roots``). On a module-level container
 (``REG[key] = fn``, ``REG.update(...)``) the last two are registrations, which the registry
 rule decides instead.
+
+A definition can change an object too, through its decorator: MONAI's ``@Conv.factory_function(
+"conv") def conv_factory(...)`` registers ``conv_factory`` in the ``Conv = LayerFactory(...)``
+that ``Conv[Conv.CONV, 2]`` looks up, and ``@fn.register(int)`` adds a case to a
+``functools.singledispatch`` function (``decorator_method_roots``). Such a definition binds a
+name nothing reads, yet without it ``Conv.CONV`` is an AttributeError.
 """
 
 from __future__ import annotations
@@ -62,6 +68,36 @@ def in_place_roots(node: ast.stmt) -> frozenset[str] | None:
         r = _root(node.value.func)
         return frozenset({r}) if r is not None else None
     return _store_roots(node, ast.Subscript, annotated=False)
+
+
+def _decorator_methods(node: ast.stmt) -> list[ast.expr]:
+    """The decorators of a definition that are a method of something rooted at a name, called
+    or not: ``@Conv.factory_function("conv")``, ``@fn.register``."""
+    out: list[ast.expr] = []
+    for d in getattr(node, "decorator_list", ()):
+        func = d.func if isinstance(d, ast.Call) else d
+        if isinstance(func, ast.Attribute) and _root(func) is not None:
+            out.append(d)
+    return out
+
+
+def decorator_method_roots(node: ast.stmt) -> frozenset[str] | None:
+    """For a class or function whose decorators include a method of something rooted at a name
+    (``@Conv.factory_function("conv")``): those root names; None for any other statement."""
+    if not isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+        return None
+    roots = {_root(d.func if isinstance(d, ast.Call) else d) for d in _decorator_methods(node)}
+    return frozenset(r for r in roots if r is not None) or None
+
+
+def reads_beyond_decorator_methods(node: ast.stmt, name: str) -> bool:
+    """Whether a statement reads ``name`` other than as the root of a decorator method
+    (``decorator_method_roots``): ``Conv[Conv.CONV, 2]`` in a body reads the factory,
+    ``@MODELS.register_module()`` on the block's own class only adds to it."""
+    skip = {id(sub) for d in _decorator_methods(node)
+            for sub in ast.walk(d.func if isinstance(d, ast.Call) else d)}
+    return any(isinstance(sub, ast.Name) and sub.id == name and isinstance(sub.ctx, ast.Load)
+               and id(sub) not in skip for sub in ast.walk(node))
 
 
 def call_arguments(node: ast.stmt) -> tuple[str, dict[int | str, str]] | None:

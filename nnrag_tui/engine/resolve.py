@@ -43,7 +43,7 @@ from nnrag_tui.engine.moduleobject import (
     object_source,
 )
 from nnrag_tui.engine.parse import resolve_relative
-from nnrag_tui.engine.patches import mutated_parameters
+from nnrag_tui.engine.patches import mutated_parameters, reads_beyond_decorator_methods
 from nnrag_tui.engine.reach import run_names
 
 ALWAYS_EXTERNAL = frozenset({"torch"})
@@ -358,6 +358,7 @@ class _ClosureBuilder:
         self.note_unindexed_imports()
         self.note_deferred_modules(nodes)
         self.note_module_files(nodes)
+        self.note_namespace_readers(nodes)
         self.note_imports_by_name(nodes)
         crlf = sorted({self.entries[n[0]].facts.relpath for n in nodes
                        if self.modules[n[0]].crlf})
@@ -412,6 +413,20 @@ class _ClosureBuilder:
                 f"{self.entries[key].facts.relpath} is imported only inside functions upstream "
                 f"({user}: `{first.name}`), so its module-level code ran at the first call; "
                 f"here its lines {lines} run when this file is imported")
+
+    def note_namespace_readers(self, nodes: list[NodeId]) -> None:
+        """Statements that look names up in ``globals()`` read every definition of their module,
+        which is why all of them are inlined; said in the header, once per module."""
+        lines: dict[str, list[str]] = {}
+        for key, i in sorted(nodes, key=lambda n: (self.entries[n[0]].facts.relpath, n[1])):
+            st = self.modules[key].stmts[i]
+            if self.modules[key].reads_namespace(st):
+                lines.setdefault(self.entries[key].facts.relpath, []).append(str(st.line))
+        for path, at in lines.items():
+            self.notes.append(
+                f"{path} looks names up in globals() (line{'s' if len(at) > 1 else ''} "
+                f"{', '.join(at)}), so every definition of that module is inlined; globals() is "
+                "this file's here, where a renamed definition has its new name")
 
     def note_module_files(self, nodes: list[NodeId]) -> None:
         """Definitions that find files through ``__file__`` (engine.modulefiles): here it is the
@@ -905,6 +920,7 @@ class _ClosureBuilder:
         the uses that run after it upstream. Returns whether any was."""
         bound = set(self.bind_order)
         added = False
+        read: dict[BindKey, bool] = {}
         for mkey in list(self.modules):
             entry, ms = self.entries[mkey], self.modules[mkey]
             for st in ms.stmts:
@@ -919,8 +935,16 @@ class _ClosureBuilder:
                         changed.add(key)
                 for name in in_place or ():
                     key = self.r.binding_key(entry, ms, name)
-                    if key is not None and key in bound and not self._is_container(key):
-                        changed.add(key)  # a container's item stores are the registry rule's
+                    if key is None or key not in bound or self._is_container(key):
+                        continue  # a container's item stores are the registry rule's
+                    if st.kind in ("class", "function"):
+                        # a decorator method adds the definition to its object: needed where
+                        # the closure reads that object, not where it only decorates with it
+                        if key not in read:
+                            read[key] = self._read_beyond_decorators(key)
+                        if not read[key]:
+                            continue
+                    changed.add(key)
                 if call is not None:
                     fkey = self.r.binding_key(entry, ms, call[0])
                     mutated = self._mutated_by(fkey) if fkey is not None else frozenset()
@@ -936,6 +960,15 @@ class _ClosureBuilder:
                 for key in changed:
                     self.patches.setdefault(key, []).append(node)
         return added
+
+    def _read_beyond_decorators(self, key: BindKey) -> bool:
+        """Whether a statement of the closure, other than one that changes it, reads the
+        definition ``key`` otherwise than as the root of a decorator method (engine.patches:
+        ``Conv[Conv.CONV, 2]``, not ``@MODELS.register_module()``)."""
+        patching = set(self.patches.get(key, ()))
+        return any(k == key and user not in patching and reads_beyond_decorator_methods(
+                       self.modules[user[0]].stmts[user[1]].node, name)
+                   for (user, name), k in self.refs.items())
 
     def _is_container(self, key: BindKey) -> bool:
         """Whether a definition is a module-level container or a class holding one, as the
