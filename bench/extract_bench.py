@@ -47,25 +47,38 @@ def timm_config(corp: Path):
 
 
 def undefined_names(code: str, filename: str) -> list[str]:
+    """pyflakes' undefined names, less the ones a line's ``# noqa: F821`` marks and the
+    strings of an aliased ``Literal[...]`` (validate.known_false_alarms)."""
+    import ast
+
     from pyflakes import api, messages
+
+    from nnrag_tui.engine.validate import known_false_alarms
 
     class Rep:
         def __init__(self):
             self.msgs = []
+            self.found = []
 
         def flake(self, m):
             if isinstance(m, (messages.UndefinedName, messages.UndefinedExport,
                               messages.UndefinedLocal)):
                 self.msgs.append(str(m))
+                self.found.append({"name": str(m.message_args[0]), "line": m.lineno})
 
         def unexpectedError(self, f, m):
             self.msgs.append(f"error: {m}")
+            self.found.append({"name": None, "line": 0})
 
         def syntaxError(self, f, m, *a):
             self.msgs.append(f"syntax: {m}")
+            self.found.append({"name": None, "line": 0})
 
     rep = Rep()
     api.check(code, filename, rep)
+    if rep.found and all(u["name"] is not None for u in rep.found):
+        false = known_false_alarms(ast.parse(code, filename), code, rep.found)
+        return [m for m, u in zip(rep.msgs, rep.found) if (u["name"], u["line"]) not in false]
     return rep.msgs
 
 

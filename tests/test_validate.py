@@ -302,6 +302,52 @@ def test_good_block_reaches_forward(validator):
     assert all(isinstance(s, StageVerdict) and s.seconds >= 0 for s in r.stages)
 
 
+FALSE_ALARMS = """\
+from typing_extensions import Literal as Literal_te
+
+import torch
+
+
+def pick(method: Literal_te["min", "one-hot", "openai/clip-vit"] = "min") -> str:
+    return method
+
+
+class Masks(torch.nn.Module):
+    def __init__(self, n=3):
+        super().__init__()
+        for i in range(n):
+            if i > 0:
+                mask = torch.eye(n)[:, indices]  # noqa: F821
+            indices = torch.arange(n)
+            mask = torch.eye(n)[indices]
+        self.register_buffer("mask", mask)
+        self.how = pick()
+
+    def forward(self, x):
+        return x @ self.mask
+"""
+
+
+@pytest.mark.parametrize("incremental", [False, True])
+def test_pyflakes_false_alarms_do_not_fail_the_static_stage(incremental):
+    """zuko marks ``precedence[:, indices]`` (the loop's previous ``indices``) with ``# noqa:
+    F821``, and a clash rename turns torchmetrics' ``Literal`` into ``Literal_typing_extensions``,
+    whose strings pyflakes takes for annotations: neither is an undefined name, and the static
+    stage says so, as flake8 would. Without the noqa, the name is reported again."""
+    from nnrag_tui.engine.validate import StaticCache, source_stages
+
+    cache = StaticCache() if incremental else None
+    ok = source_stages(FALSE_ALARMS, "/tmp/fa.py", cache=cache)
+    assert [(v.stage, v.ok) for v in ok.verdicts][:3] == [
+        ("parse", True), ("compile", True), ("static", True)]
+    bare = FALSE_ALARMS.replace("  # noqa: F821", "")
+    other = FALSE_ALARMS.replace("  # noqa: F821", "  # noqa: E501")
+    for code in (bare, other):
+        bad = source_stages(code, "/tmp/fa.py", cache=cache)
+        assert bad.verdicts[2].stage == "static" and not bad.verdicts[2].ok
+        assert [u["name"] for u in bad.verdicts[2].detail["undefined"]] == ["indices"]
+
+
 @needs_torch
 def test_undefined_name_in_a_method_is_not_validated_although_it_imports(validator):
     r = check(validator, """

@@ -400,6 +400,8 @@ def undefined_names(tree: ast.Module, filename: str = "block.py", *, code: str |
         except RecursionError:
             found = None
         if found is not None:
+            found = [u for u in found
+                     if (u["name"], u["line"]) not in known_false_alarms(tree, code, found)]
             scopes = _scopes(tree) if found else []
             return [{**u, "scope": _scope_at(scopes, u["line"])} for u in found]
     try:
@@ -407,9 +409,60 @@ def undefined_names(tree: ast.Module, filename: str = "block.py", *, code: str |
     except RecursionError:
         return [{"name": "?", "line": 0, "scope": "module",
                  "kind": "the static check hit the recursion limit"}]
+    false = known_false_alarms(tree, code, [{"name": n, "line": ln} for n, ln, _ in msgs])
+    msgs = [m for m in msgs if (m[0], m[1]) not in false]
     scopes = _scopes(tree) if msgs else []
     return [{"name": n, "line": line, "scope": _scope_at(scopes, line), "kind": kind}
             for n, line, kind in msgs]
+
+
+_NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Z]+[0-9]+(?:[,\s]+[A-Z]+[0-9]+)*))?",
+                   re.IGNORECASE)
+_UNDEFINED_CODES = frozenset({"F821", "F822", "F823"})
+_TYPING_MODULES = frozenset({"typing", "typing_extensions"})
+
+
+def known_false_alarms(tree: ast.Module, code: str | None, found: list[dict]
+                       ) -> set[tuple[str, int]]:
+    """(name, line) of pyflakes' undefined-name messages that are not undefined names:
+
+    - the line says so, as flake8 reads it (``# noqa`` or ``# noqa: F821``): zuko's
+      ``precedence[:, indices]  # noqa: F821`` reads the ``indices`` of the loop's previous
+      iteration;
+    - the strings of a ``Literal[...]`` imported under another name (``from typing_extensions
+      import Literal as Literal_typing_extensions``, as a clash rename makes it), which
+      pyflakes takes for string annotations."""
+    if not found:
+        return set()
+    out: set[tuple[str, int]] = set()
+    lines = code.split("\n") if code is not None else []
+    for u in found:
+        line = lines[u["line"] - 1] if 0 < u["line"] <= len(lines) else ""
+        m = _NOQA.search(line) if "#" in line else None
+        if m and (not m.group("codes") or _UNDEFINED_CODES & set(
+                re.split(r"[,\s]+", m.group("codes").upper()))):
+            out.add((u["name"], u["line"]))
+    aliases = {a.asname for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)
+               and n.module in _TYPING_MODULES for a in n.names
+               if a.name == "Literal" and a.asname and a.asname != "Literal"}
+    if aliases:
+        for n in ast.walk(tree):
+            if isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name) and \
+                    n.value.id in aliases:
+                for c in ast.walk(n.slice):
+                    if isinstance(c, ast.Constant) and isinstance(c.value, str):
+                        out.update((name, c.lineno) for name in _names_pyflakes_reads(c.value))
+    return out
+
+
+def _names_pyflakes_reads(text: str) -> set[str]:
+    """The names pyflakes finds in a string it takes for an annotation: ``"one-hot"`` reads
+    ``one`` and ``hot``."""
+    try:
+        expr = ast.parse(text.strip(), mode="eval")
+    except (SyntaxError, ValueError):
+        return set()
+    return {n.id for n in ast.walk(expr) if isinstance(n, ast.Name)}
 
 
 def _pyflakes(tree: ast.Module, filename: str, local_names: set | None = None
@@ -645,7 +698,7 @@ def _incremental(code, filename, last, keep_going, cache, t, start, done, failed
         star = star or ch.star
     if star:  # pyflakes' star-import rules need the whole file
         tree = ast.parse(code, filename)
-        undefined = undefined_names(tree, filename)
+        undefined = undefined_names(tree, filename, code=code)
     else:
         undefined = []
         for line, key, ch in parts:
@@ -658,9 +711,12 @@ def _incremental(code, filename, last, keep_going, cache, t, start, done, failed
         undefined.extend({"name": n, "line": line, "kind": "UndefinedExport"}
                          for n, line in exports if n not in bound)
         if undefined:
-            scopes = _scopes(ast.parse(code, filename))
+            whole = ast.parse(code, filename)
+            false = known_false_alarms(whole, code, undefined)
+            scopes = _scopes(whole)
             undefined = sorted(({**u, "scope": _scope_at(scopes, u["line"])}
-                                for u in undefined), key=lambda u: u["line"])
+                                for u in undefined if (u["name"], u["line"]) not in false),
+                               key=lambda u: u["line"])
     if undefined:
         cause = taxonomy.from_static(undefined)
         diag = "; ".join(f"line {u['line']}: undefined name {u['name']!r} in {u['scope']}"
