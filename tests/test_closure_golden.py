@@ -147,6 +147,9 @@ MUST = {
         '@describe.register(int)\ndef _(value):',
         'Act.add_factory_class("relu", nn.ReLU)\n\n\n@Act.factory_function("swish")'],
     ("object_registry", "Zoo"): ["@MODELS.register()\nclass Small("],
+    # ``if TYPE_CHECKING: from tcpkg import instance as adi`` read as "adi.Instance"
+    ("type_checking", "Vocab"): ['instances: Iterable["Instance"],', "class Instance:",
+                                 "`adi.Instance` -> `Instance` (inlined)"],
     ("globals_lookup", "Net"): ["gLN = GlobLN\nbN = BatchNorm\n", "def get(identifier):",
                                 "glpkg/norms.py looks names up in globals() (lines 22, 28)"],
     ("folder_registry", "Net"): [
@@ -243,6 +246,7 @@ MUST_NOT = {
     # nothing
     ("globals_lookup", "Net"): ["unrelated_helper", "def lazy"],
     ("globals_lookup", "Plain"): ["unrelated", "# note:", "class GlobLN"],
+    ("type_checking", "Vocab"): ["adi", "TYPE_CHECKING"],
     # the loop skips _experimental.py; the loop itself would import modules that are not here
     ("folder_registry", "Net"): ["Experimental", "unused_helper", "import_module", "MODELS"],
     ("folder_registry", "Zoo"): ["Experimental", "import_module", "import_models", "pkgutil"],
@@ -497,3 +501,54 @@ def test_a_registry_object_read_by_the_block_has_its_registrations(extracted, tm
         assert torch.equal(mod.Zoo()(x), up.Zoo()(x))
     finally:
         forget_upstream("orpkg")
+
+
+PRIVATE_NAME = '''\
+import warnings
+
+from torch import nn
+
+__MSG = "head_mask is deprecated"  # a method of Net looks up _Net__MSG, which nothing binds
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+
+    def forward(self, x, head_mask=None):
+        if head_mask is not None:
+            warnings.warn(__MSG, FutureWarning)
+        return self.fc(x)
+'''
+
+
+def test_a_private_name_upstream_never_binds_is_reported_as_written(tmp_path):
+    """transformers' T5 (as lavis copies it) warns with ``__HEAD_MASK_WARNING_MSG`` inside a
+    class, which Python looks up as ``_T5Model__HEAD_MASK_WARNING_MSG``: a NameError upstream
+    too. The header reports the name as the code writes it, which is what pyflakes flags."""
+    repo = tmp_path / "repo"
+    (repo / "pnpkg").mkdir(parents=True)
+    (repo / "pnpkg" / "__init__.py").write_text("")
+    (repo / "pnpkg" / "model.py").write_text(PRIVATE_NAME)
+    cfg = parse_config({"private": {"path": str(repo)}})
+    with BlockExtractor(cfg, cache_dir=tmp_path / "cache", data_dir=tmp_path / "data") as ex:
+        ex.index()
+        res = ex.extract_single_block("Net", tmp_path / "out")
+    assert res.ok, res.error
+    assert res.generated.unresolved == [
+        ("__MSG", "pnpkg.model:8, private to class Net: looked up as _Net__MSG")]
+    code = res.generated.code
+    assert "# unresolved: __MSG (pnpkg.model:8, private to class Net" in code
+    flagged = {m.rsplit("'", 2)[1] for m in undefined_names(code)}
+    assert flagged == {"__MSG"}
+    mod = load_file(Path(res.paths[0]), "_golden_private_name")
+    try:
+        up = import_upstream(repo, "pnpkg.model")
+        x = torch.randn(2, 8)
+        for net in (mod.Net(), up.Net()):
+            assert net(x).shape == (2, 8)
+            with pytest.raises(NameError, match="_Net__MSG"):
+                net(x, head_mask=x)
+    finally:
+        forget_upstream("pnpkg")

@@ -504,6 +504,20 @@ def _kind(node: ast.stmt) -> str:
     return "other"
 
 
+def demangled(name: str, node: ast.stmt) -> tuple[str, str] | None:
+    """(the name as written, its class) for a private name that Python mangled inside a class
+    of ``node``: ``__MSG`` in a method of ``T5Model`` is looked up as ``_T5Model__MSG``, which is
+    the name symtable reports."""
+    if not name.startswith("_") or "__" not in name[1:]:
+        return None
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.ClassDef) and sub.name.strip("_"):
+            prefix = "_" + sub.name.lstrip("_")
+            if name.startswith(prefix + "__") and len(name) > len(prefix) + 2:
+                return name[len(prefix):], sub.name
+    return None
+
+
 def bound_only_by_imports(node: ast.stmt, name: str) -> bool:
     """Whether every binding of ``name`` in a module-level statement is an import (``try: ...
     except ImportError: import os``), as opposed to an assignment, a def or a loop target."""

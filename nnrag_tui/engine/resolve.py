@@ -31,6 +31,7 @@ from nnrag_tui.engine.modsource import (
     TopStmt,
     all_chains,
     bound_only_by_imports,
+    demangled,
     holds_container,
     reads_bare,
     registered_values,
@@ -534,6 +535,12 @@ class _ClosureBuilder:
         if others:
             if load:
                 others = [i for i in others if i < st.index] or others
+            module = self.type_checking_module(entry, name, others)
+            if module is not None:
+                # ``if TYPE_CHECKING: from allennlp.data import instance as adi`` read as
+                # ``"adi.Instance"``: the chains lead to definitions, as for a plain import
+                self.follow(node, entry, st, name, module, load, assigned_global)
+                return
             plain = self.plain_import(entry, name, st.line if load else None)
             if plain is not None:
                 others = [i for i in others
@@ -561,6 +568,26 @@ class _ClosureBuilder:
             return
         t = self.index.lookup(entry, name)
         self.follow(node, entry, st, name, t, load, assigned_global)
+
+    def type_checking_module(self, entry: ModuleEntry, name: str, binders: list[int]
+                             ) -> Target | None:
+        """The corpus module ``name`` stands for where only ``if TYPE_CHECKING:`` imports of
+        that one module bind it; None otherwise."""
+        ms = self.ms(entry)
+        spans = [(ms.stmts[i].line, ms.stmts[i].end_line) for i in binders
+                 if ms.stmts[i].kind == "compound"]
+        if len(spans) != len(binders):
+            return None
+        recs = [r for r in entry.imports.get(name, ()) if any(a <= r.line <= b for a, b in spans)]
+        if not recs or any(r.guard.kind != "type_checking" for r in recs) or not all(
+                bound_only_by_imports(ms.stmts[i].node, name) for i in binders):
+            return None
+        targets = [self.index.follow_import(entry, r) for r in recs]
+        t = targets[0]
+        if t.kind != "module" or t.entry is None or any(
+                (o.kind, o.name) != (t.kind, t.name) for o in targets[1:]):
+            return None
+        return t
 
     @staticmethod
     def plain_import(entry: ModuleEntry, name: str, above: int | None) -> ImportRecord | None:
@@ -636,6 +663,12 @@ class _ClosureBuilder:
             if name in assigned_global:
                 return
             where = f"{entry.module}:{st.line}"
+            private = demangled(name, st.node)
+            if private is not None:
+                # ``warnings.warn(__MSG)`` in a method: Python looks up ``_Cls__MSG``, which
+                # upstream never binds either (its module-level ``__MSG`` is another name)
+                where += f", private to class {private[1]}: looked up as {name}"
+                name = private[0]
             self.unresolved.append((name, where))
             self.deps.append(Dependency(node, name, "unresolved", "", "none", 0.0, load, (),
                                         t.note))
