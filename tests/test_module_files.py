@@ -1,7 +1,8 @@
 """Code that finds files beside its module through ``__file__`` (whisper's ``mel_filters.npz``,
 torch_geometric's ``propagate.jinja``): in a generated file ``__file__`` is that file, so the
 header names those definitions, the files their string literals point at, and where to put them;
-put there, the code works as upstream's does."""
+put there, the code works as upstream's does. nnrag puts them there itself where it writes
+(``--out``), saves (the library, its export) or validates (the sandbox) the file."""
 
 from __future__ import annotations
 
@@ -67,8 +68,9 @@ def test_the_header_names_the_files_and_where_they_go(extracted):
     assert notes == [(
         "`__file__` is this file here, not the upstream module, so files looked up beside it "
         "are missing: `scale_table` (mfpkg/audio.py:7) reads mfpkg/assets/scales.txt (as "
-        "assets/scales.txt); `lib_dir` (mfpkg/audio.py:12); copy them beside this file, at the "
-        "path shown")]
+        "assets/scales.txt); `lib_dir` (mfpkg/audio.py:12); they go beside this file, at the "
+        "path shown, where nnrag writes, saves or validates it; copy them there when you copy "
+        "the file")]
     assert notes[0] in res.generated.code  # the header carries it
     assert "unrelated.bin" not in res.generated.code
     assert not [n for n in plain.generated.notes if "__file__" in n]
@@ -89,3 +91,79 @@ def test_put_where_the_header_says_the_file_works(extracted, tmp_path):
     shutil.copy(root / "mfpkg/assets/scales.txt", tmp_path / "assets/scales.txt")
     assert block(torch.zeros(1, 3)).shape == (1, 3)
     assert mod.scale_table() == [1.0, 2.0, 3.0]
+
+
+def test_written_with_out_the_files_go_beside_the_file(extracted, tmp_path):
+    """asteroid's ``SingleSrcPMSQE`` loads ``bark_matrix_16k.mat`` from beside its module:
+    ``--out DIR`` writes it to DIR at the path the header shows, and the file works there."""
+    root, res, plain = extracted
+    out = tmp_path / "out"
+    res.write(out)
+    assert (out / "assets/scales.txt").read_bytes() == (root / "mfpkg/assets/scales.txt"
+                                                        ).read_bytes()
+    assert not (out / "assets/unrelated.bin").exists()
+    assert str(out / "assets/scales.txt") in res.paths
+    assert res.generated.spec["files"] == ["assets/scales.txt"]
+    spec = importlib.util.spec_from_file_location("mf_scaled_out", out / "Scaled.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    import torch
+    assert mod.Scaled()(torch.zeros(1, 3)).shape == (1, 3)
+    plain.write(out)
+    assert "files" not in plain.generated.spec
+    # a file of the same name already there, with other content, is kept and said
+    (out / "assets/scales.txt").write_text("9.0 9.0 9.0\n")
+    res.notes.clear()
+    res.write(out)
+    assert (out / "assets/scales.txt").read_text() == "9.0 9.0 9.0\n"
+    assert any("kept the existing" in n for n in res.notes)
+
+
+def test_the_sandbox_has_the_files_beside_the_block(extracted):
+    from nnrag_tui.engine.sandbox import Sandbox, SandboxLimits
+    from nnrag_tui.engine.validate import Validator
+
+    _, res, _ = extracted
+    g = res.generated
+    sb = Sandbox(limits=SandboxLimits(import_timeout=20.0, instantiate_timeout=20.0,
+                                      forward_timeout=20.0))
+    with sb, Validator(sb) as v:
+        with_files = v.validate(g.code, g.name, g.spec, files=g.files())
+        without = v.validate(g.code, g.name, g.spec)
+    assert with_files.level == "forward_ran" and with_files.stage("forward").ok
+    assert without.level != "forward_ran" and not without.stage("forward").ok
+    assert "scales.txt" in without.stage("forward").diagnostics
+
+
+def test_the_library_keeps_and_exports_the_files(extracted, tmp_path):
+    from nnrag_tui.engine.registry import Registry
+
+    _, res, _ = extracted
+    reg = Registry(tmp_path / "lib")
+    saved = reg.save(res)
+    assert (saved.path / "assets/scales.txt").read_text() == "1.0 2.0 3.0\n"
+    assert reg.verify(saved.name) == []
+    exported = reg.export(saved.name, tmp_path / "export")
+    assert tmp_path / "export/assets/scales.txt" in exported
+    assert (tmp_path / "export/assets/scales.txt").read_text() == "1.0 2.0 3.0\n"
+    (saved.path / "assets/scales.txt").write_text("tampered")
+    assert reg.verify(saved.name) == ["assets/scales.txt: content does not match the manifest"]
+
+
+def test_validating_a_written_file_reads_the_files_its_spec_lists(extracted, tmp_path, capsys):
+    """``nnrag validate DIR/Scaled.py`` after ``extract --out DIR``: the sandbox gets the
+    files the spec beside it lists, so the forward pass finds its table as upstream's does."""
+    import json
+
+    from nnrag_tui.cli import main
+
+    _, res, _ = extracted
+    out = tmp_path / "out"
+    res.write(out)
+    main(["validate", str(out / "Scaled.py"), "--json", "--timeout", "20"])
+    report = json.loads(capsys.readouterr().out)
+    assert report["level"] == "forward_ran", report
+    (out / "Scaled.spec.json").unlink()  # without the spec, nothing says what goes beside it
+    main(["validate", str(out / "Scaled.py"), "--json", "--timeout", "20"])
+    report = json.loads(capsys.readouterr().out)
+    assert report["level"] != "forward_ran"

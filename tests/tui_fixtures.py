@@ -181,7 +181,8 @@ class FakeValidation:
         self.gate: threading.Event | None = None
         self.closed = False
 
-    def validate(self, code, name, spec, *, block, on_stage, on_note, call_sites=None):
+    def validate(self, code, name, spec, *, block, on_stage, on_note, call_sites=None,
+                 files=None):
         self.calls.append(block.name)
         if self.gate is not None:
             self.gate.wait(10)

@@ -151,7 +151,8 @@ class _Run:
             g = res.generated
             future = self.pool.submit(g.code, g.name, g.spec, filename=f"{g.name}.py",
                                       deny=standalone_denylist(res.block.module),
-                                      call_sites=lambda: self.extractor.call_sites(res))
+                                      call_sites=lambda: self.extractor.call_sites(res),
+                                      files=g.files())
         self.pending.append((res, future))
         while self.pending and (self.pending[0][1] is None or self.pending[0][1].done()):
             self._report(*self.pending.popleft())

@@ -71,7 +71,8 @@ def _validate(args, sandbox) -> int:
             print(f"nnrag: error: cannot read {path}: {getattr(exc, 'strerror', None) or exc}",
                   file=sys.stderr)
             return EXIT_ERROR
-        return _run(args, sandbox, code, args.cls, None, path.name, {"file": str(path)})
+        return _run(args, sandbox, code, args.cls, None, path.name, {"file": str(path)},
+                    files=files_beside(path))
     if target.endswith(".py") or os.sep in target:
         print(f"nnrag: error: no such file: {target}", file=sys.stderr)
         return EXIT_ERROR
@@ -94,15 +95,33 @@ def _validate(args, sandbox) -> int:
         # the corpus's own constructor calls, looked up only if guessed arguments fail
         return _run(args, sandbox, gen.code, args.cls or gen.name, gen.spec, f"{gen.name}.py",
                     {"block": res.block.key, "repo": res.block.source},
-                    call_sites=lambda: ex.call_sites(res))
+                    call_sites=lambda: ex.call_sites(res), files=gen.files())
 
 
-def _run(args, sandbox, code, name, spec, filename, extra, call_sites=None) -> int:
+def files_beside(path: Path) -> dict[str, bytes]:
+    """The files a block file written by nnrag finds beside itself: those its spec
+    (``NAME.spec.json``, ``"files"``) lists, where they are."""
+    from nnrag_tui.engine.modulefiles import is_plain_relative
+
+    try:
+        listed = json.loads(path.with_name(f"{path.stem}.spec.json").read_text(
+            encoding="utf-8")).get("files") or []
+    except (OSError, ValueError, AttributeError):
+        return {}
+    out: dict[str, bytes] = {}
+    for rel in listed:
+        if isinstance(rel, str) and is_plain_relative(rel) and (path.parent / rel).is_file():
+            out[rel] = (path.parent / rel).read_bytes()
+    return out
+
+
+def _run(args, sandbox, code, name, spec, filename, extra, call_sites=None,
+         files=None) -> int:
     from nnrag_tui.engine.validate import Validator
 
     with Validator(sandbox, deepest=args.stage) as validator:
         report = validator.validate(code, name, spec, filename=filename,
-                                    call_sites=call_sites)
+                                    call_sites=call_sites, files=files)
     if args.json:
         print(json.dumps({**report.as_dict(), **extra}, indent=2))
     else:

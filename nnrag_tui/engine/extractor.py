@@ -16,6 +16,7 @@ from nnrag_tui.engine import paths
 from nnrag_tui.engine.config import CorpusConfig, default_config, load_config
 from nnrag_tui.engine.errors import BlockNotFound, NnragError, StoreError
 from nnrag_tui.engine.facts import Block, IndexReport
+from nnrag_tui.engine.modulefiles import is_plain_relative
 from nnrag_tui.engine.progress import CancelFn, Progress, ProgressFn
 from nnrag_tui.engine.store import FileIndexStore
 
@@ -299,6 +300,7 @@ class Extraction:
         atomic_write(py, self.generated.code)
         atomic_write(spec, json.dumps(self.generated.spec, indent=2) + "\n")
         self.paths = [str(py), str(spec)]
+        self.paths += write_module_files(out_dir, self.generated.files(), self.notes)
 
     def report(self) -> dict:
         d: dict = {"requested": self.requested, "ok": self.ok}
@@ -352,6 +354,29 @@ class OutputNames:
 def safe_filename(name: str) -> str:
     cleaned = "".join(c if c.isalnum() or c in "_-." else "_" for c in name).strip("._")
     return cleaned or "block"
+
+
+def write_module_files(folder: Path, files: dict[str, bytes], notes: list[str]) -> list[str]:
+    """Writes the files a generated block finds beside itself (``GeneratedBlock.files``)
+    into ``folder``; an existing file with other content is kept, and ``notes`` says so.
+    Returns the paths written or found in place."""
+    out: list[str] = []
+    for rel, data in sorted(files.items()):
+        if not is_plain_relative(rel):
+            continue
+        dest = folder / rel
+        if dest.is_file():
+            if dest.read_bytes() != data:
+                notes.append(f"kept the existing {dest}, which differs from the upstream file "
+                             "this block reads there")
+                continue
+        else:
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
+            tmp.write_bytes(data)
+            os.replace(tmp, dest)
+        out.append(str(dest))
+    return out
 
 
 def atomic_write(path: Path, text: str) -> None:

@@ -9,6 +9,7 @@ each copied byte for byte from upstream apart from the rewrites the header lists
 from __future__ import annotations
 
 import ast
+import os
 import sys
 from dataclasses import dataclass, field
 
@@ -20,6 +21,7 @@ from nnrag_tui.engine.rewrite import rewrite_statement
 from nnrag_tui.engine.spec import build_spec, find_class
 
 STDLIB = frozenset(getattr(sys, "stdlib_module_names", ())) | {"__future__"}
+MAX_MODULE_FILE = 64 << 20  # bytes: a file found through ``__file__`` larger than this stays
 
 
 @dataclass(frozen=True)
@@ -46,6 +48,9 @@ class GeneratedBlock:
     externals: list[str]
     unresolved: list[tuple[str, str]]
     notes: list[str] = field(default_factory=list)
+    # upstream files the code finds beside its module (``__file__``): (path on disk, path
+    # from the generated file's folder), see ``files``
+    module_files: list[tuple[str, str]] = field(default_factory=list)
 
     @property
     def lines(self) -> int:
@@ -54,6 +59,20 @@ class GeneratedBlock:
     @property
     def rewrites(self) -> list[str]:
         return [f"{d.relpath}:{d.line}: {r}" for d in self.definitions for r in d.rewrites]
+
+    def files(self) -> dict[str, bytes]:
+        """The files that go beside the generated file, by their path from its folder
+        (asteroid's ``bark_matrix_16k.mat``, whisper's ``assets/mel_filters.npz``), read
+        from the source now; one that is gone or over ``MAX_MODULE_FILE`` is left out."""
+        out: dict[str, bytes] = {}
+        for path, rel in self.module_files:
+            try:
+                if os.path.getsize(path) <= MAX_MODULE_FILE:
+                    with open(path, "rb") as fh:
+                        out[rel] = fh.read()
+            except OSError:
+                continue
+        return out
 
 
 def generate(closure: Closure, sources: dict[str, dict]) -> GeneratedBlock:
@@ -103,9 +122,12 @@ def generate(closure: Closure, sources: dict[str, dict]) -> GeneratedBlock:
                 **{k: v for k, v in sources.get(block.source, {}).items()
                    if k in ("origin", "commit", "version")}},
     )
+    if closure.module_files:
+        spec["files"] = [rel for _, rel in closure.module_files]
     return GeneratedBlock(exported, block.key, code, spec, definitions,
                           [e.text() for e in closure.externals.values()],
-                          list(closure.unresolved), list(closure.notes))
+                          list(closure.unresolved), list(closure.notes),
+                          list(closure.module_files))
 
 
 def _separator(closure: Closure, a: NodeId, b: NodeId) -> str:

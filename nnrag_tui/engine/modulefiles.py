@@ -19,6 +19,14 @@ MAX_FILES = 5000  # per directory tree, so that a huge data directory costs litt
 MAX_SHOWN = 4  # files named per statement
 
 
+def is_plain_relative(rel: str) -> bool:
+    """Whether ``rel`` is a path below a folder: relative, without ``..`` (where a file found
+    beside a module may be written beside the generated file)."""
+    parts = rel.replace("\\", "/").split("/")
+    return bool(rel) and not rel.startswith("/") and ".." not in parts and "" not in parts \
+        and not Path(rel).is_absolute()
+
+
 def uses_module_file(node: ast.stmt) -> bool:
     return any(isinstance(n, ast.Name) and n.id == "__file__" for n in ast.walk(node))
 

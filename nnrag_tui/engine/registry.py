@@ -41,6 +41,7 @@ from typing import Any
 
 from nnrag_tui.engine import paths
 from nnrag_tui.engine.errors import NnragError
+from nnrag_tui.engine.modulefiles import is_plain_relative
 from nnrag_tui.engine.provenance import (
     add_validation,
     build_provenance,
@@ -258,6 +259,14 @@ class Registry:
                 problems.append(f"{fname}: not valid Python")
             elif digest is not None and hashlib.sha256(data).hexdigest() != digest:
                 problems.append(f"{fname}: content does not match the manifest")
+        for rel, digest in (manifest.get("module_files") or {}).items():
+            try:
+                data = (vdir / rel).read_bytes()
+            except OSError as exc:
+                problems.append(f"{rel}: {exc.strerror or exc}")
+                continue
+            if hashlib.sha256(data).hexdigest() != digest:
+                problems.append(f"{rel}: content does not match the manifest")
         return problems
 
     def code(self, name: str, version: str | int | None = None) -> str:
@@ -339,6 +348,9 @@ class Registry:
         plan += [(saved.files[k], dest / f"{saved.name}.{fname}")
                  for k, fname in (("spec", SPEC), ("provenance", PROVENANCE),
                                   ("requirements", REQUIREMENTS))]
+        # the files the code finds beside itself, at the same place beside <Name>.py
+        plan += [(saved.path / rel, dest / rel) for rel in
+                 (saved.manifest.get("module_files") or {}) if is_plain_relative(rel)]
         if not force:
             existing = [str(d) for _, d in plan if d.exists() or d.is_symlink()]
             if existing:
@@ -347,6 +359,7 @@ class Registry:
         try:
             dest.mkdir(parents=True, exist_ok=True)
             for src, out in plan:
+                out.parent.mkdir(parents=True, exist_ok=True)
                 _write_atomic(out, src.read_bytes(), tmp_dir=dest)
             _fsync_dir(dest)
         except OSError as exc:
@@ -450,6 +463,10 @@ class Registry:
         code_name = f"{name}.py"
         files = {code_name: code, SPEC: _json_bytes(g.spec),
                  PROVENANCE: _json_bytes(provenance), REQUIREMENTS: _json_bytes(requirements)}
+        # what the code finds beside itself through ``__file__`` (GeneratedBlock.files)
+        found = g.files() if callable(getattr(g, "files", None)) else {}
+        beside = {rel: data for rel, data in sorted(found.items())
+                  if is_plain_relative(rel) and rel not in files and rel != MANIFEST}
         block = getattr(extraction, "block", None)
         manifest = {
             "format": FORMAT, "name": name, "version": f"v{version}", "saved_at": saved_at,
@@ -460,12 +477,18 @@ class Registry:
             "files": {f: None if f == PROVENANCE else hashlib.sha256(b).hexdigest()
                       for f, b in files.items()},
         }
+        if beside:
+            manifest["module_files"] = {rel: hashlib.sha256(data).hexdigest()
+                                        for rel, data in beside.items()}
         staging = self.root / STAGING
         staging.mkdir(exist_ok=True)
         work = staging / f"{name}.v{version}.{uuid.uuid4().hex}"
         work.mkdir()
         for fname, data in files.items():
             _write_atomic(work / fname, data, sync_dir=False)
+        for rel, data in beside.items():
+            (work / rel).parent.mkdir(parents=True, exist_ok=True)
+            _write_atomic(work / rel, data, sync_dir=False)
         # last: the mark of a complete version
         _write_atomic(work / MANIFEST, _json_bytes(manifest), sync_dir=False)
         _fsync_dir(work)

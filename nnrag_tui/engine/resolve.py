@@ -124,6 +124,9 @@ class Closure:
     # (statement, name) -> binding, for reads that run before the statement binds that very
     # name (``class Output(Output):``); ``refs`` holds the statement's own uses of it
     early_refs: dict[tuple[NodeId, str], BindKey] = field(default_factory=dict)
+    # files upstream finds beside a module through ``__file__``: (path on disk, path from the
+    # generated file's folder), which go beside the file (engine.modulefiles)
+    module_files: list[tuple[str, str]] = field(default_factory=list)
 
     def stmt(self, node: NodeId) -> TopStmt:
         return self.modules[node[0]].stmts[node[1]]
@@ -247,6 +250,7 @@ class _ClosureBuilder:
         self.bind_order: list[BindKey] = []
         self.unresolved: list[tuple[str, str]] = []
         self.notes: list[str] = []
+        self.module_files: list[tuple[str, str]] = []  # (path on disk, path beside the file)
         self.modules: dict[tuple[str, str], ModuleSource] = {}
         self.entries: dict[tuple[str, str], ModuleEntry] = {}
         self.shared: dict[BindKey, BindKey] = {}  # binding -> binding whose name it takes
@@ -369,7 +373,8 @@ class _ClosureBuilder:
                               "CRLF upstream; here every line ends with LF")
         return Closure(self.block, nodes, self.modules, self.entries, self.deps,
                        self.externals, out_names, self.refs, self.chains, self.guarded,
-                       self.unresolved, self.notes, sorted(future), self.early_refs)
+                       self.unresolved, self.notes, sorted(future), self.early_refs,
+                       self.module_files)
 
     def note_lazy_annotations(self, nodes: list[NodeId], future: list[str]) -> None:
         """One file has one ``from __future__ import annotations``: definitions from modules
@@ -447,12 +452,17 @@ class _ClosureBuilder:
             part = f"{what} ({entry.facts.relpath}:{st.line})"
             if found:
                 part += " reads " + ", ".join(f"{up} (as {rel})" for up, rel in found)
+                for up, rel in found:
+                    if rel not in {r for _, r in self.module_files}:
+                        self.module_files.append((os.path.join(root, up), rel))
             parts.append(part)
         if parts:
             self.notes.append(
                 "`__file__` is this file here, not the upstream module, so files looked up "
                 f"beside it are missing: {'; '.join(parts)}"
-                + ("; copy them beside this file, at the path shown" if any_found else ""))
+                + ("; they go beside this file, at the path shown, where nnrag writes, saves "
+                   "or validates it; copy them there when you copy the file" if any_found
+                   else ""))
 
     def note_unindexed_imports(self) -> None:
         """Imports of an indexed package's modules that its ``paths`` leave out (a source

@@ -63,6 +63,7 @@ block, and their per-chunk cache lives as long as the worker.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import signal
@@ -237,12 +238,14 @@ class Sandbox:
     # -- jobs ------------------------------------------------------------------------------
     def run(self, code: str, name: str | None = None, stages=SANDBOX_STAGES, *,
             timeouts: dict[str, float] | None = None, limits: SandboxLimits | None = None,
-            keep_going: bool = True, call_sites: list[dict] | None = None) -> SandboxResult:
+            keep_going: bool = True, call_sites: list[dict] | None = None,
+            files: dict[str, bytes] | None = None) -> SandboxResult:
         """Runs ``stages`` on the block file ``code`` whose target class is ``name``: import,
         instantiate, forward, and (when the worker can, ``info["source_stages"]``) parse,
         compile and static before them. With ``call_sites`` (``engine.callsites`` argument
-        sets) instantiate tries those instead of guessing. Never raises for anything the
-        block does."""
+        sets) instantiate tries those instead of guessing. ``files`` (path from the block
+        file's folder -> content) are put beside the block file, as upstream has them beside
+        its module (``GeneratedBlock.files``). Never raises for anything the block does."""
         lim = limits or self.limits
         tmo = lim.timeouts()
         if timeouts:
@@ -260,6 +263,9 @@ class Sandbox:
         }
         if call_sites:
             job["call_sites"] = list(call_sites)
+        if files:
+            job["files"] = {rel: base64.b64encode(data).decode("ascii")
+                            for rel, data in files.items()}
         # the worker kills a stuck stage itself; this is the backstop for a stuck worker
         backstop = sum(tmo[s] for s in stages) + tmo["setup"] + 30.0
         with self._lock:

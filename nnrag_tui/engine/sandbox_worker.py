@@ -15,6 +15,7 @@ worker answers ``{"ready": true, ...}``. Each later line is a job; each answer i
 
 from __future__ import annotations
 
+import base64
 import ctypes
 import ctypes.util
 import faulthandler
@@ -743,8 +744,9 @@ def _contain(job: dict, worker: Worker, in_pidns: bool, fallback: str) -> dict:
     path = os.path.join(work, BLOCK_FILE)
     with open(path, "w", encoding="utf-8") as fh:
         fh.write(job.get("code", ""))
+    owned = [work, path] + _put_files(work, job.get("files") or {}, prot)
     if uid is not None:
-        for p in (work, path):
+        for p in owned:
             os.chown(p, uid, gid)
     os.chmod(work, 0o700)
     os.chdir(work)
@@ -808,6 +810,33 @@ def _contain(job: dict, worker: Worker, in_pidns: bool, fallback: str) -> dict:
     mark("privileges")
     return prot
 
+
+
+def _put_files(work: str, files: dict, prot: dict) -> list[str]:
+    """Writes the files a block finds beside itself (path from its folder -> base64) under
+    ``work``; a path that is absolute or climbs out with ``..`` is refused. Returns the files
+    and folders made, for chown."""
+    made: list[str] = []
+    for rel, data in sorted(files.items()):
+        parts = rel.replace("\\", "/").split("/")
+        if not rel or rel.startswith("/") or ".." in parts or "" in parts:
+            prot["notes"].append(f"refused to put {rel!r} beside the block")
+            continue
+        folder = work
+        for part in parts[:-1]:
+            folder = os.path.join(folder, part)
+            if not os.path.isdir(folder):
+                os.mkdir(folder)
+                made.append(folder)
+        dest = os.path.join(folder, parts[-1])
+        try:
+            with open(dest, "wb") as fh:
+                fh.write(base64.b64decode(data))
+        except (OSError, ValueError) as exc:
+            prot["notes"].append(f"could not put {rel!r} beside the block: {exc}")
+            continue
+        made.append(dest)
+    return made
 
 def _private_mounts(job: dict, worker: Worker, prot: dict, in_pidns: bool) -> str | None:
     """In the child's own mount namespace: every file system read-only, home directories

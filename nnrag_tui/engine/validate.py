@@ -121,14 +121,16 @@ class Validator:
 
     # -- the stages ------------------------------------------------------------------------
     def validate(self, code: str, name: str | None = None, spec: dict | None = None, *,
-                 filename: str | None = None, call_sites=None) -> ValidationReport:
+                 filename: str | None = None, call_sites=None,
+                 files: dict[str, bytes] | None = None) -> ValidationReport:
         """Validates the standalone file ``code`` whose block class is ``name`` (default: the
         spec's name, else the file's ``__all__``, else its last class). Never raises for
         anything about the code.
 
         ``call_sites``: argument sets the corpus uses for this constructor (a list, or a
         callable returning one: ``BlockExtractor.call_sites``), tried in a second sandbox
-        run only when the block imports but cannot be built from guessed arguments."""
+        run only when the block imports but cannot be built from guessed arguments.
+        ``files``: what goes beside the file in the sandbox (``GeneratedBlock.files``)."""
         t_start = time.perf_counter()
         name = name or (spec or {}).get("name") or None
         fname = filename or f"{name or 'block'}.py"
@@ -138,14 +140,14 @@ class Validator:
             # all six stages in the sandbox child: parse and static checks cost CPU that
             # would otherwise compete with the caller's own work (and its GIL)
             res = self.sandbox.run(code, name, want, timeouts=self.timeouts or None,
-                                   keep_going=self.keep_going)
+                                   keep_going=self.keep_going, files=files)
             verdicts: list[StageVerdict] = []
             causes: list[Cause] = []
             parsed = res.stage_events().get("parse")
             if name is None and parsed is not None:
                 name = (parsed.get("verdict") or {}).get("detail", {}).get("target")
             info = self._sandbox_verdicts(res, want, code, verdicts, causes)
-            self._with_call_sites(code, name, want, verdicts, causes, call_sites)
+            self._with_call_sites(code, name, want, verdicts, causes, call_sites, files)
             return self._report(name or "?", verdicts, causes, t_start, info)
         check = source_stages(code, fname, upto=min(want[-1], "static", key=STAGES.index),
                               keep_going=self.keep_going, cache=self._static_cache)
@@ -153,12 +155,14 @@ class Validator:
         name = name or check.target or "?"
         info: dict = {}
         if boxed and check.proceed:
-            res = self.sandbox.run(code, name, boxed, timeouts=self.timeouts or None)
+            res = self.sandbox.run(code, name, boxed, timeouts=self.timeouts or None,
+                                   files=files)
             info = self._sandbox_verdicts(res, boxed, code, verdicts, causes)
-            self._with_call_sites(code, name, want, verdicts, causes, call_sites)
+            self._with_call_sites(code, name, want, verdicts, causes, call_sites, files)
         return self._report(name, verdicts, causes, t_start, info)
 
-    def _with_call_sites(self, code, name, want, verdicts, causes, call_sites) -> None:
+    def _with_call_sites(self, code, name, want, verdicts, causes, call_sites,
+                         files=None) -> None:
         """When the block imports but guessed arguments cannot build it, runs import,
         instantiate (and forward) again with the corpus's own argument sets; their verdicts
         replace the first run's when the block is built. Either way the instantiate verdict
@@ -175,7 +179,7 @@ class Validator:
             return
         stages = [s for s in ("import", "instantiate", "forward") if s in want]
         res = self.sandbox.run(code, name, stages, timeouts=self.timeouts or None,
-                               keep_going=self.keep_going, call_sites=sets)
+                               keep_going=self.keep_going, call_sites=sets, files=files)
         again: list[StageVerdict] = []
         again_causes: list[Cause] = []
         self._sandbox_verdicts(res, stages, code, again, again_causes)

@@ -39,20 +39,22 @@ class ValidationPool:
         self._starters = [start_in_background(sb) for sb, _ in self._pairs]
 
     def submit(self, code: str, name: str | None = None, spec: dict | None = None, *,
-               filename: str | None = None, deny: tuple[str, ...] = (), call_sites=None
-               ) -> Future[ValidationReport]:
+               filename: str | None = None, deny: tuple[str, ...] = (), call_sites=None,
+               files: dict[str, bytes] | None = None) -> Future[ValidationReport]:
         """Validates ``code`` on the next free sandbox. ``deny``: packages the file may not
         import (see :func:`~nnrag_tui.engine.validate.standalone_denylist`); ``call_sites``:
-        as for :meth:`Validator.validate` (a callable is called in the pool's thread)."""
+        as for :meth:`Validator.validate` (a callable is called in the pool's thread), and
+        ``files``."""
         return self._executor.submit(self._validate, code, name, spec, filename, tuple(deny),
-                                     call_sites)
+                                     call_sites, files)
 
-    def _validate(self, code, name, spec, filename, deny, call_sites) -> ValidationReport:
+    def _validate(self, code, name, spec, filename, deny, call_sites, files=None
+                  ) -> ValidationReport:
         sb, validator = self._idle.get()
         try:
             sb.deny_imports = deny
             return validator.validate(code, name, spec, filename=filename,
-                                      call_sites=call_sites)
+                                      call_sites=call_sites, files=files)
         finally:
             self._idle.put((sb, validator))
 

@@ -44,10 +44,12 @@ class SandboxValidation:
 
     def validate(self, code: str, name: str, spec: dict | None, *, block: Block,
                  on_stage: StageFn, on_note: NoteFn,
-                 call_sites: Callable[[], list[dict]] | None = None) -> Any:
+                 call_sites: Callable[[], list[dict]] | None = None,
+                 files: dict[str, bytes] | None = None) -> Any:
         """Raises ``NnragError`` (``SandboxError``) when the sandbox cannot start.
         ``call_sites``: the corpus's constructor calls, asked for only when guessed
-        arguments cannot build the block (``BlockExtractor.call_sites``)."""
+        arguments cannot build the block (``BlockExtractor.call_sites``); ``files``: what
+        goes beside the block file (``GeneratedBlock.files``)."""
         from nnrag_tui.engine.validate import STAGES, Validator, standalone_denylist
 
         filename = f"{name}.py"
@@ -62,7 +64,7 @@ class SandboxValidation:
         sandbox = self._get_sandbox(on_note)
         sandbox.deny_imports = standalone_denylist(block.module)  # as `nnrag validate NAME`
         report = Validator(sandbox, deepest=self.deepest).validate(
-            code, name, spec, filename=filename, call_sites=call_sites)
+            code, name, spec, filename=filename, call_sites=call_sites, files=files)
         for verdict in report.stages:
             if verdict.stage not in done:
                 on_stage(verdict)
