@@ -167,3 +167,25 @@ def test_validating_a_written_file_reads_the_files_its_spec_lists(extracted, tmp
     main(["validate", str(out / "Scaled.py"), "--json", "--timeout", "20"])
     report = json.loads(capsys.readouterr().out)
     assert report["level"] != "forward_ran"
+
+
+def test_the_sandbox_puts_nothing_outside_the_block_folder(tmp_path):
+    """A path that climbs out of the block's folder, or an absolute one, is refused (the
+    engine never sends one: the rule also guards a hand-made job)."""
+    import base64
+
+    from nnrag_tui.engine.modulefiles import is_plain_relative
+    from nnrag_tui.engine.sandbox_worker import _put_files
+
+    work = tmp_path / "block"
+    work.mkdir()
+    data = base64.b64encode(b"x").decode()
+    prot: dict = {"notes": []}
+    bad = ["../escape.txt", "/tmp/abs.txt", "a//b.txt", "assets/../../up.txt", ""]
+    made = _put_files(str(work), {**{b: data for b in bad}, "assets/ok.txt": data}, prot)
+    assert made == [str(work / "assets"), str(work / "assets/ok.txt")]
+    assert (work / "assets/ok.txt").read_bytes() == b"x"
+    assert not (tmp_path / "escape.txt").exists() and not (tmp_path / "up.txt").exists()
+    assert len([n for n in prot["notes"] if n.startswith("refused")]) == len(bad)
+    assert [b for b in bad if is_plain_relative(b)] == []
+    assert is_plain_relative("assets/ok.txt") and is_plain_relative("ok.txt")

@@ -21,7 +21,7 @@ from nnrag_tui.engine.rewrite import rewrite_statement
 from nnrag_tui.engine.spec import build_spec, find_class
 
 STDLIB = frozenset(getattr(sys, "stdlib_module_names", ())) | {"__future__"}
-MAX_MODULE_FILE = 64 << 20  # bytes: a file found through ``__file__`` larger than this stays
+MAX_MODULE_FILE = 64 << 20  # bytes: a larger file found through ``__file__`` is not copied
 
 
 @dataclass(frozen=True)

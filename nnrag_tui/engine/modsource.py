@@ -16,8 +16,12 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from nnrag_tui.engine.flow import reads_after_own_binding
-from nnrag_tui.engine.patches import (attribute_store_roots, call_arguments,
-                                      decorator_method_roots, in_place_roots)
+from nnrag_tui.engine.patches import (
+    attribute_store_roots,
+    call_arguments,
+    decorator_method_roots,
+    in_place_roots,
+)
 
 COMPREHENSIONS = frozenset({"listcomp", "setcomp", "dictcomp", "genexpr"})
 

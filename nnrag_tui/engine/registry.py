@@ -260,6 +260,9 @@ class Registry:
             elif digest is not None and hashlib.sha256(data).hexdigest() != digest:
                 problems.append(f"{fname}: content does not match the manifest")
         for rel, digest in (manifest.get("module_files") or {}).items():
+            if not is_plain_relative(rel):
+                problems.append(f"{rel}: not a path inside the version's folder")
+                continue
             try:
                 data = (vdir / rel).read_bytes()
             except OSError as exc:

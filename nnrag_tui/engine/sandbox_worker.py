@@ -811,25 +811,25 @@ def _contain(job: dict, worker: Worker, in_pidns: bool, fallback: str) -> dict:
     return prot
 
 
-
 def _put_files(work: str, files: dict, prot: dict) -> list[str]:
     """Writes the files a block finds beside itself (path from its folder -> base64) under
-    ``work``; a path that is absolute or climbs out with ``..`` is refused. Returns the files
-    and folders made, for chown."""
+    ``work``; a path that is absolute or climbs out with ``..`` is refused (the rule of
+    ``engine.modulefiles.is_plain_relative``, which the worker does not import). Returns the
+    files and folders made, for chown."""
     made: list[str] = []
     for rel, data in sorted(files.items()):
         parts = rel.replace("\\", "/").split("/")
         if not rel or rel.startswith("/") or ".." in parts or "" in parts:
             prot["notes"].append(f"refused to put {rel!r} beside the block")
             continue
-        folder = work
-        for part in parts[:-1]:
-            folder = os.path.join(folder, part)
-            if not os.path.isdir(folder):
-                os.mkdir(folder)
-                made.append(folder)
-        dest = os.path.join(folder, parts[-1])
         try:
+            folder = work
+            for part in parts[:-1]:
+                folder = os.path.join(folder, part)
+                if not os.path.isdir(folder):
+                    os.mkdir(folder)
+                    made.append(folder)
+            dest = os.path.join(folder, parts[-1])
             with open(dest, "wb") as fh:
                 fh.write(base64.b64decode(data))
         except (OSError, ValueError) as exc:
@@ -837,6 +837,7 @@ def _put_files(work: str, files: dict, prot: dict) -> list[str]:
             continue
         made.append(dest)
     return made
+
 
 def _private_mounts(job: dict, worker: Worker, prot: dict, in_pidns: bool) -> str | None:
     """In the child's own mount namespace: every file system read-only, home directories
