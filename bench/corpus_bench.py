@@ -93,7 +93,8 @@ def main() -> None:
             # by default, for the repositories that import it)
             own = {key.split(".")[0] for key in keys}
             stubs = tuple(p for p in default_stubs() + tuple(args.stub) if p not in own)
-            results = differential(jobs, path, args.timeout, stubs)
+            results = differential(jobs, path, args.timeout, stubs,
+                                   installed=ALWAYS_STUBBED)
             r["faithful"] = summary(results, failed) | {
                 "wall_s": round(time.perf_counter() - t, 1), "results": results}
             r["source"] = {k: roots[repo].get(k) for k in ("origin", "commit", "version")}

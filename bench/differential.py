@@ -20,7 +20,8 @@ that only registers compiled kernels can be replaced by an empty one (``--blank
 torchvision._meta_registrations``: torchvision's sources then import beside the CPU torch; its
 compiled operators are absent, so a block that calls them is not comparable).
 
-Usage: python -I bench/differential.py --path SRC [--stub PKG] [--blank MODULE] < jobs.jsonl
+Usage: python -I bench/differential.py --path SRC [--stub PKG] [--stub-installed PKG]
+                                      [--blank MODULE] < jobs.jsonl
 A job: {"key": "pkg.mod:Name", "file": "/x/Name.py", "call_sites": [...]}; prints one JSON line
 per job: {"key", "verdict", "reason" or what was checked}. Verdicts: same, differs,
 not_comparable, timeout.
@@ -79,8 +80,9 @@ class _StubModule(types.ModuleType):
 
 
 class _StubFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    def __init__(self, packages):
-        self.packages = set(packages)
+    def __init__(self, packages, installed=()):
+        self.packages = set(packages) | set(installed)
+        self.installed = set(installed)
 
     def find_spec(self, name, path=None, target=None):
         if name.split(".")[0] in self.packages:
@@ -96,9 +98,12 @@ class _StubFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         pass
 
     def find_distributions(self, context=importlib.metadata.DistributionFinder.Context()):
-        """An installed distribution for each stand-in, as ``importlib.metadata.version``
-        asks of it (ultralytics reads torchvision's version when it imports)."""
-        if context.name in self.packages:
+        """An installed distribution for each stand-in of a package every deployment has
+        (``--stub-installed``), as ``importlib.metadata.version`` asks of it (ultralytics
+        reads torchvision's version when it imports). Other stand-ins have none, so that an
+        availability check sees them missing, as they are (torchmetrics decorates with
+        ``matplotlib.pyplot.style.context`` where lightning_utilities finds matplotlib)."""
+        if context.name in self.installed:
             yield _StubDistribution(context.name)
 
 
@@ -453,6 +458,9 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--path", action="append", default=[], help="a source root for sys.path")
     ap.add_argument("--stub", action="append", default=[], help="a package to stand in for")
+    ap.add_argument("--stub-installed", action="append", default=[],
+                    help="a package to stand in for that reports itself installed "
+                    "(importlib.metadata)")
     ap.add_argument("--blank", action="append", default=[],
                     help="a module to replace by an empty one")
     ap.add_argument("--timeout", type=float, default=60.0)
@@ -469,8 +477,8 @@ def main() -> None:
     os.dup2(null, 0)
     os.close(null)
     sys.stdin = open(os.devnull)  # noqa: SIM115  (for the whole run)
-    if args.stub:
-        sys.meta_path.insert(0, _StubFinder(args.stub))
+    if args.stub or args.stub_installed:
+        sys.meta_path.insert(0, _StubFinder(args.stub, args.stub_installed))
     for name in args.blank:
         sys.modules[name] = types.ModuleType(name)
     for p in reversed(args.path):

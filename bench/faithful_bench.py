@@ -63,15 +63,16 @@ def jobs_for(ex: BlockExtractor, names: list[str], outdir: Path) -> tuple[list[d
 
 def differential(jobs: list[dict], source_root: Path | list[Path], timeout: float,
                  stubs: tuple[str, ...] = ("torchvision",),
-                 blank: tuple[str, ...] = ()) -> list[dict]:
+                 blank: tuple[str, ...] = (), installed: tuple[str, ...] = ()) -> list[dict]:
     """bench/differential.py over ``jobs`` with the upstream sources at ``source_root`` (one
-    root or several), stand-ins for ``stubs`` and empty modules for ``blank``."""
+    root or several), stand-ins for ``stubs`` (those also in ``installed`` report themselves
+    installed) and empty modules for ``blank``."""
     roots = source_root if isinstance(source_root, list) else [source_root]
     cmd = [sys.executable, "-I", str(HERE / "differential.py"), "--timeout", str(timeout)]
     for root in roots:
         cmd += ["--path", str(root)]
     for pkg in stubs:
-        cmd += ["--stub", pkg]
+        cmd += ["--stub-installed" if pkg in installed else "--stub", pkg]
     for name in blank:
         cmd += ["--blank", name]
     # a block that fetches a model or tokenizer from the Hugging Face hub while it is built

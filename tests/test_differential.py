@@ -39,7 +39,7 @@ class Stamped(nn.Module):
 
 def compare(tmp_path: Path, generated: str, upstream: str = UPSTREAM,
             name: str = "Stamped", stubs: tuple[str, ...] = (),
-            renamed: dict[str, str] | None = None) -> dict:
+            renamed: dict[str, str] | None = None, installed: tuple[str, ...] = ()) -> dict:
     pkg = tmp_path / "src" / "pkgd"
     pkg.mkdir(parents=True, exist_ok=True)
     (pkg / "__init__.py").write_text("")
@@ -48,7 +48,8 @@ def compare(tmp_path: Path, generated: str, upstream: str = UPSTREAM,
     gen.write_text(generated)
     proc = subprocess.run(
         [sys.executable, "-I", str(ROOT / "bench" / "differential.py"), "--path",
-         str(tmp_path / "src"), *(f"--stub={pkg}" for pkg in stubs)],
+         str(tmp_path / "src"), *(f"--stub={pkg}" for pkg in stubs),
+         *(f"--stub-installed={pkg}" for pkg in installed)],
         input=json.dumps({"key": f"pkgd.blocks:{name}", "file": str(gen),
                           "renamed_classes": renamed or {}}) + "\n",
         capture_output=True, text=True, timeout=300, check=False)
@@ -165,5 +166,15 @@ def test_a_rename_the_header_does_not_list_still_differs(tmp_path):
 def test_a_stand_in_has_a_version_for_code_that_asks_for_one(tmp_path):
     # ultralytics reads ``importlib.metadata.version("torchvision")`` when it imports
     asks = "import importlib.metadata\n\nVISION = importlib.metadata.version('visionpkg')\n"
-    r = compare(tmp_path, UPSTREAM, asks + UPSTREAM, stubs=("visionpkg",))
+    r = compare(tmp_path, UPSTREAM, asks + UPSTREAM, installed=("visionpkg",))
+    assert r["verdict"] == "same", r
+
+
+def test_a_stand_in_of_a_missing_package_is_missing_to_availability_checks(tmp_path):
+    # torchmetrics decorates with ``matplotlib.pyplot.style.context`` where lightning_utilities
+    # finds a matplotlib distribution: a stand-in of a package this machine lacks has none
+    asks = ("import importlib.metadata\n\ntry:\n    importlib.metadata.version('plotpkg')\n"
+            "except importlib.metadata.PackageNotFoundError:\n    PLOT = None\n"
+            "else:\n    import plotpkg\n    PLOT = plotpkg.style.context('x')\n")
+    r = compare(tmp_path, UPSTREAM, asks + UPSTREAM, stubs=("plotpkg",))
     assert r["verdict"] == "same", r
