@@ -33,7 +33,12 @@ ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.extract_bench import run  # noqa: E402
-from bench.faithful_bench import differential, jobs_for, summary  # noqa: E402
+from bench.faithful_bench import (  # noqa: E402
+    INSTALLED_STAND_INS,
+    differential,
+    jobs_for,
+    summary,
+)
 from bench.measure import cpu_speed  # noqa: E402
 from nnrag_tui.engine.config import load_config  # noqa: E402
 from nnrag_tui.engine.extractor import BlockExtractor  # noqa: E402
@@ -44,7 +49,7 @@ DEFAULT_STUBS = ("torchvision", "torchaudio", "cv2", "ultralytics", "ema_pytorch
                  "pandas", "requests", "yaml", "PIL", "matplotlib", "seaborn", "scipy", "thop",
                  "pytorch_fid", "psutil", "IPython", "git")
 # installed or not, these never import beside the CPU torch
-ALWAYS_STUBBED = ("torchvision", "torchaudio")
+ALWAYS_STUBBED = INSTALLED_STAND_INS
 
 
 def default_stubs() -> tuple[str, ...]:
@@ -93,8 +98,7 @@ def main() -> None:
             # by default, for the repositories that import it)
             own = {key.split(".")[0] for key in keys}
             stubs = tuple(p for p in default_stubs() + tuple(args.stub) if p not in own)
-            results = differential(jobs, path, args.timeout, stubs,
-                                   installed=ALWAYS_STUBBED)
+            results = differential(jobs, path, args.timeout, stubs)
             r["faithful"] = summary(results, failed) | {
                 "wall_s": round(time.perf_counter() - t, 1), "results": results}
             r["source"] = {k: roots[repo].get(k) for k in ("origin", "commit", "version")}

@@ -61,12 +61,19 @@ def jobs_for(ex: BlockExtractor, names: list[str], outdir: Path) -> tuple[list[d
     return jobs, failed
 
 
+# packages a deployment has that never import beside the CPU torch here: their stand-ins
+# report themselves installed (importlib.metadata), other stand-ins stay missing
+INSTALLED_STAND_INS = ("torchvision", "torchaudio")
+
+
 def differential(jobs: list[dict], source_root: Path | list[Path], timeout: float,
                  stubs: tuple[str, ...] = ("torchvision",),
-                 blank: tuple[str, ...] = (), installed: tuple[str, ...] = ()) -> list[dict]:
+                 blank: tuple[str, ...] = (),
+                 installed: tuple[str, ...] = INSTALLED_STAND_INS) -> list[dict]:
     """bench/differential.py over ``jobs`` with the upstream sources at ``source_root`` (one
-    root or several), stand-ins for ``stubs`` (those also in ``installed`` report themselves
-    installed) and empty modules for ``blank``."""
+    root or several), stand-ins for ``stubs`` (those also in ``installed``, packages a
+    deployment has but this machine cannot import, report themselves installed) and empty
+    modules for ``blank``."""
     roots = source_root if isinstance(source_root, list) else [source_root]
     cmd = [sys.executable, "-I", str(HERE / "differential.py"), "--timeout", str(timeout)]
     for root in roots:
