@@ -404,8 +404,8 @@ def undefined_names(tree: ast.Module, filename: str = "block.py", *, code: str |
         except RecursionError:
             found = None
         if found is not None:
-            found = [u for u in found
-                     if (u["name"], u["line"]) not in known_false_alarms(tree, code, found)]
+            false = known_false_alarms(tree, code, found)
+            found = [u for u in found if (u["name"], u["line"]) not in false]
             scopes = _scopes(tree) if found else []
             return [{**u, "scope": _scope_at(scopes, u["line"])} for u in found]
     try:
