@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import fixture, git_env, make_bare_repo, path_config
+from helpers import fixture, git_env, make_bare_repo, path_config, write_tree
 
 from nnrag_tui.engine.config import parse_config
 from nnrag_tui.engine.extractor import BlockExtractor
@@ -68,6 +68,36 @@ def test_a_module_the_sources_do_not_have_is_not_called_outside_the_paths(tmp_pa
     assert ("# note: imports pkgx.old_layers, which the pkgx sources indexed here do not have "
             "(upstream was written against another version)") in code
     assert "outside the indexed paths" not in code
+
+
+def test_a_compiled_module_of_the_package_is_named_as_such(tmp_path):
+    """compressai's wheel has ``compressai/_CXX.cpython-311-x86_64-linux-gnu.so``: the header
+    said its sources lacked ``compressai._CXX`` and that upstream was written against another
+    version, when the module is there but has no source to copy."""
+    root = write_tree(tmp_path / "src", {
+        "pkgc/__init__.py": "",
+        "pkgc/_ext.cpython-311-x86_64-linux-gnu.so": b"\x7fELF\x02\x01\x01",
+        "pkgc/_kernels.pyi": "def gelu(x): ...\n",
+        "pkgc/layers.py": (
+            "import torch.nn as nn\n"
+            "from pkgc._ext import fused_add\n"
+            "from pkgc._kernels import gelu\n"
+            "from pkgc.retired import legacy\n\n\n"
+            "class Fused(nn.Module):\n"
+            "    def forward(self, x):\n"
+            "        return legacy(gelu(fused_add(x, x)))\n"),
+    })
+    ex = BlockExtractor(path_config({"pkgc": root}), cache_dir=tmp_path / "cache",
+                        data_dir=tmp_path / "data")
+    ex.index()
+    code = ex.extract_single_block("Fused").generated.code
+    assert "from pkgc._ext import fused_add\n" in code
+    assert ("# note: imports pkgc._ext, pkgc._kernels: compiled extension modules of pkgc, "
+            "which have no Python source to copy, kept as imports, so the file needs pkgc "
+            "installed") in code
+    # a module that is nowhere is still said to be from another version, and only it
+    assert ("# note: imports pkgc.retired, which the pkgc sources indexed here do not have "
+            "(upstream was written against another version)") in code
 
 
 @needs_torch

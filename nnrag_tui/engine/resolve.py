@@ -160,6 +160,21 @@ class Resolver:
         return any(os.path.isfile(f"{root}/{rel}.py") or os.path.isdir(f"{root}/{rel}")
                    for root in self.roots.values() if root)
 
+    def compiled_on_disk(self, module: str) -> bool:
+        """Whether a source's tree has ``module`` only as a compiled extension (compressai's
+        ``_CXX.cpython-311-x86_64-linux-gnu.so`` in its wheel) or a stub of one: no Python
+        source to copy, whichever platform it was built for."""
+        parent, _, last = module.replace(".", "/").rpartition("/")
+        for root in self.roots.values():
+            folder = f"{root}/{parent}" if parent else root
+            if not root or not os.path.isdir(folder):
+                continue
+            for name in os.listdir(folder):
+                stem, _, suffix = name.rpartition(".")
+                if (suffix in ("so", "pyd") and stem.split(".")[0] == last) or name == f"{last}.pyi":
+                    return True
+        return False
+
     def module_source(self, entry: ModuleEntry) -> ModuleSource:
         ms = self._sources.get(entry.key)
         if ms is None:
@@ -468,14 +483,16 @@ class _ClosureBuilder:
         """Imports of an indexed package's modules that its ``paths`` leave out (a source
         indexed as ``transformers/models`` keeps ``from transformers.cache_utils import
         Cache``): the file is not standalone, which the header says with the remedy. Also
-        said: such modules imported only inside functions (needed when those are called), and
-        modules the sources do not have at all (written against another version)."""
+        said: such modules imported only inside functions (needed when those are called),
+        compiled extension modules (no source to inline), and modules the sources do not have
+        at all (written against another version)."""
         found = sorted({imp.module for imp in self.externals.values()
                         if imp.module.split(".")[0] in self.index.packages
                         and self.index.find_module(imp.module, None) is None
                         and not self.r.is_external(imp.module)})
-        missing = [m for m in found if not self.r.on_disk(m)]
-        mods = [m for m in found if m not in missing]
+        compiled = [m for m in found if not self.r.on_disk(m) and self.r.compiled_on_disk(m)]
+        missing = [m for m in found if not self.r.on_disk(m) and m not in compiled]
+        mods = [m for m in found if m not in missing and m not in compiled]
         if mods:
             tops = sorted({m.split(".")[0] for m in mods})
             self.notes.append(
@@ -489,6 +506,12 @@ class _ClosureBuilder:
                 f"functions import {', '.join(deferred)} inside their bodies: modules of "
                 f"{', '.join(tops)} outside the indexed paths, so calling those functions "
                 f"needs {', '.join(tops)} installed")
+        if compiled:
+            tops = sorted({m.split(".")[0] for m in compiled})
+            self.notes.append(
+                f"imports {', '.join(compiled)}: compiled extension modules of "
+                f"{', '.join(tops)}, which have no Python source to copy, kept as imports, so "
+                f"the file needs {', '.join(tops)} installed")
         if missing:
             tops = sorted({m.split(".")[0] for m in missing})
             self.notes.append(
