@@ -226,6 +226,16 @@ def _repr(module, renamed: dict[str, str] | None = None) -> str:
     return text
 
 
+_MODULE_PATH = re.compile(r"\b(?:[A-Za-z_]\w*\.)+(?=[A-Za-z_]\w*\()")
+
+
+def _without_module_paths(text: str) -> str:
+    """A repr with the module paths of ``pkg.mod.Class(`` dropped: a repr that prints
+    ``__module__`` (gluonts' ``@validated`` prints ``fqname_for(self.__class__)``) names the
+    generated file's module, not upstream's."""
+    return _MODULE_PATH.sub("", text)
+
+
 def _plain(sig) -> str:
     """A signature's text with module paths dropped from class names: a default of
     ``<class 'timm.layers.norm.LayerNorm2d'>`` upstream is ``LayerNorm2d`` from the generated
@@ -338,12 +348,17 @@ def compare(job: dict, blockrun) -> dict:
             raise _NotComparable("the upstream block holds a stand-in for a package that "
                                  "cannot be imported here")
         renamed = job.get("renamed_classes") or {}
-        if _repr(up) != _repr(gen, renamed):
+        if _repr(up) == _repr(gen, renamed):
+            result.setdefault("notes", []).append(
+                "the module tree differs only in the names of classes the header lists "
+                "as renamed: " + ", ".join(f"{new} (upstream {old})"
+                                           for new, old in sorted(renamed.items())))
+        elif _without_module_paths(_repr(up)) == _without_module_paths(_repr(gen, renamed)):
+            result.setdefault("notes", []).append(
+                "the module tree differs only in the module paths it prints for classes "
+                "(their __module__ is the generated file's)")
+        else:
             raise _Differs("module tree (repr) differs")
-        result.setdefault("notes", []).append(
-            "the module tree differs only in the names of classes the header lists "
-            "as renamed: " + ", ".join(f"{new} (upstream {old})"
-                                       for new, old in sorted(renamed.items())))
     up_sd, gen_sd = up.state_dict(), gen.state_dict()
     if list(up_sd) != list(gen_sd):
         raise _Differs(f"state_dict names differ: {sorted(set(up_sd) ^ set(gen_sd))[:5]}")
@@ -368,6 +383,15 @@ def compare(job: dict, blockrun) -> dict:
             result.setdefault("notes", []).append(
                 f"initial weights not compared for {len(unstable)} tensor(s) upstream does not "
                 f"reproduce under the same seed (uninitialised memory), e.g. {unstable[0]}")
+        # a least-squares fit at init (pytorch-forecasting's KAN layers) rounds differently
+        # from one build to the next: equal within the tolerance outputs are compared at
+        rounded = [k for k in init_differ if up_sd[k].is_floating_point()
+                   and torch.allclose(up_sd[k], gen_sd[k], rtol=1e-5, atol=1e-6)]
+        if rounded:
+            init_differ = [k for k in init_differ if k not in rounded]
+            result.setdefault("notes", []).append(
+                f"initial weights of {len(rounded)} tensor(s) equal only within float rounding "
+                f"(as outputs are compared), e.g. {rounded[0]}")
     gen.load_state_dict(up_sd, strict=True)
     checked = ["signature", "repr", "state_dict", "init"]
     out = _compare_outputs(up, gen, hints, blockrun, torch, nn, result, checked)
@@ -408,6 +432,15 @@ def _compare_outputs(up, gen, hints, blockrun, torch, nn, result: dict, checked:
             with torch.no_grad():
                 want = up(*_clone(args, torch))
         except Exception:  # noqa: BLE001
+            # what upstream did before it raised (an ActNorm's first batch sets its weights,
+            # as in gluonts' PICNN) the generated block must see too, or the next probe
+            # compares two blocks in different states
+            _seed(3)
+            try:
+                with torch.no_grad():
+                    gen(*_clone(args, torch))
+            except Exception:  # noqa: BLE001
+                pass
             continue
         _seed(3)
         with torch.no_grad():

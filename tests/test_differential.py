@@ -178,3 +178,95 @@ def test_a_stand_in_of_a_missing_package_is_missing_to_availability_checks(tmp_p
             "else:\n    import plotpkg\n    PLOT = plotpkg.style.context('x')\n")
     r = compare(tmp_path, UPSTREAM, asks + UPSTREAM, stubs=("plotpkg",))
     assert r["verdict"] == "same", r
+
+
+# gluonts' PICNN: an ActNorm takes its weights from the first batch it sees. A probe upstream
+# rejects after that (here the shape check) left upstream initialised and the generated block
+# not, so the next probe compared two blocks in different states
+DATA_INIT = '''\
+import torch
+from torch import nn
+
+
+class DataInit(nn.Module):
+    def __init__(self, width: int = 8):
+        super().__init__()
+        self.fc = nn.Linear(width, width)
+        self.initialized = False
+        self.offset = nn.Parameter(torch.zeros(width))
+
+    def forward(self, x):
+        if not self.initialized:
+            self.initialized = True
+            self.offset.data.copy_(-x.reshape(-1, x.shape[-1]).mean(0))
+        if x.dim() != 2:
+            raise ValueError("expects (batch, width)")
+        return self.fc(x + self.offset)
+'''
+
+
+def test_a_probe_upstream_rejects_still_reaches_the_generated_block(tmp_path):
+    r = compare(tmp_path, DATA_INIT, DATA_INIT, "DataInit")
+    assert r["verdict"] == "same", r
+    assert "eval" in r["checked"], r
+    # the generated block that skips the data-dependent step still differs
+    edited = DATA_INIT.replace("            self.offset.data.copy_", "            0 and print")
+    r = compare(tmp_path, edited, DATA_INIT, "DataInit")
+    assert r["verdict"] == "differs" and "eval output" in r["reason"], r
+
+
+# gluonts' ``@validated()`` gives every model a repr of ``fqname_for(self.__class__)``: the
+# generated class's module is the file's, so the tree prints another path
+QUALIFIED_REPR = '''\
+from torch import nn
+
+
+class Named(nn.Module):
+    def __init__(self, width: int = 4):
+        super().__init__()
+        self.width = width
+        self.fc = nn.Linear(width, width)
+
+    def forward(self, x):
+        return self.fc(x)
+
+    def __repr__(self):
+        return f"{type(self).__module__}.{type(self).__qualname__}(width={self.width})"
+'''
+
+
+def test_a_repr_that_prints_the_module_path_differs_only_in_it(tmp_path):
+    r = compare(tmp_path, QUALIFIED_REPR, QUALIFIED_REPR, "Named")
+    assert r["verdict"] == "same", r
+    assert any("module paths" in n for n in r["notes"]), r
+    edited = QUALIFIED_REPR.replace("(width={self.width})", "(width={self.width + 1})")
+    r = compare(tmp_path, edited, QUALIFIED_REPR, "Named")
+    assert r["verdict"] == "differs" and "repr" in r["reason"], r
+
+
+# pytorch-forecasting's KAN layers fit their spline coefficients by least squares at init,
+# which rounds differently from one build to the next
+ROUNDED_INIT = '''\
+import torch
+from torch import nn
+
+
+class Fitted(nn.Module):
+    def __init__(self, width: int = 4):
+        super().__init__()
+        self.fc = nn.Linear(width, width)
+        self.coef = nn.Parameter(self.fc.weight.detach() * 3.0 / 3.0)
+
+    def forward(self, x):
+        return self.fc(x) @ self.coef
+'''
+
+
+def test_initial_weights_equal_within_rounding_are_not_a_difference(tmp_path):
+    rounded = ROUNDED_INIT.replace("* 3.0 / 3.0", "* (1 + 1e-7)")
+    r = compare(tmp_path, rounded, ROUNDED_INIT, "Fitted")
+    assert r["verdict"] == "same", r
+    assert any("float rounding" in n and "coef" in n for n in r["notes"]), r
+    scaled = ROUNDED_INIT.replace("* 3.0 / 3.0", "* 1.01")
+    r = compare(tmp_path, scaled, ROUNDED_INIT, "Fitted")
+    assert r["verdict"] == "differs" and "coef" in r["reason"], r
