@@ -100,6 +100,41 @@ def test_a_compiled_module_of_the_package_is_named_as_such(tmp_path):
             "(upstream was written against another version)") in code
 
 
+def test_a_module_its_package_puts_into_sys_modules_is_not_from_another_version(tmp_path):
+    """flash-linear-attention's ``fla/modules/__init__.py`` aliases ``fla.modules.layernorm``
+    to ``fla.modules.norm.layernorm`` through ``sys.modules`` as it runs, and its own
+    ``feature_map.py`` imports the alias: no file defines it, and upstream was not written
+    against another version."""
+    root = write_tree(tmp_path / "src", {
+        "pkga/__init__.py": "",
+        "pkga/mods/__init__.py": (
+            "import sys\nfrom importlib import import_module\n\n"
+            "for _old, _new in {'norm_old': 'norm.impl'}.items():\n"
+            "    sys.modules[f'{__name__}.{_old}'] = import_module(f'{__name__}.{_new}')\n"),
+        "pkga/mods/norm/__init__.py": "",
+        "pkga/mods/norm/impl.py": "def scale(x):\n    return x * 2\n",
+        "pkga/mods/fmap.py": (
+            "import torch.nn as nn\n"
+            "from pkga.mods.norm_old import scale\n"
+            "from pkga.gone import old\n\n\n"
+            "class FeatureMap(nn.Module):\n"
+            "    def forward(self, x):\n"
+            "        return old(scale(x))\n"),
+    })
+    ex = BlockExtractor(path_config({"pkga": root}), cache_dir=tmp_path / "cache",
+                        data_dir=tmp_path / "data")
+    ex.index()
+    code = ex.extract_single_block("FeatureMap").generated.code
+    assert "from pkga.mods.norm_old import scale\n" in code
+    assert ("# note: imports pkga.mods.norm_old, which no file of the pkga sources indexed "
+            "here defines; pkga/mods/__init__.py puts modules into sys.modules as it runs, "
+            "where it likely comes from: kept as written, so the file needs pkga "
+            "installed") in code
+    # pkga/__init__.py writes nothing there: pkga.gone is still another version's
+    assert ("# note: imports pkga.gone, which the pkga sources indexed here do not have "
+            "(upstream was written against another version)") in code
+
+
 @needs_torch
 def test_a_relative_import_kept_in_a_function_or_a_try_becomes_absolute(models_only, tmp_path):
     """diffusers' ``def enable_group_offload(...): from ..hooks import apply_group_offloading``

@@ -14,6 +14,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -52,6 +53,8 @@ NodeId = tuple[tuple[str, str], int]  # ((source, module), statement index)
 BindKey = tuple  # ("def", (source, module), name) | ("ext", identity)
 UNUSED: BindKey = ("unused",)  # an import inside a function whose name nothing there reads
 
+# ``sys.modules[name] = module``, as a package aliases its old module paths
+_SYS_MODULES_STORE = re.compile(r"\bsys\.modules\[[^\]\n]+\]\s*=(?!=)")
 
 @dataclass(frozen=True)
 class ExternalImport:
@@ -174,6 +177,19 @@ class Resolver:
                 if (suffix in ("so", "pyd") and stem.split(".")[0] == last) or name == f"{last}.pyi":
                     return True
         return False
+
+    def sys_modules_writer(self, module: str) -> str | None:
+        """The ``__init__.py`` (its path in the source) of an indexed package above ``module``
+        that puts modules into ``sys.modules`` as it runs: fla's ``fla/modules/__init__.py``
+        makes ``fla.modules.layernorm`` an alias of ``fla.modules.norm.layernorm`` that way,
+        so a module no file defines is not from another version."""
+        parts = module.split(".")
+        for i in range(len(parts) - 1, 0, -1):
+            entry = self.index.find_module(".".join(parts[:i]), None)
+            if entry is not None and entry.facts.relpath.endswith("__init__.py") and \
+                    _SYS_MODULES_STORE.search(self.module_source(entry).text):
+                return entry.facts.relpath
+        return None
 
     def module_source(self, entry: ModuleEntry) -> ModuleSource:
         ms = self._sources.get(entry.key)
@@ -484,8 +500,9 @@ class _ClosureBuilder:
         indexed as ``transformers/models`` keeps ``from transformers.cache_utils import
         Cache``): the file is not standalone, which the header says with the remedy. Also
         said: such modules imported only inside functions (needed when those are called),
-        compiled extension modules (no source to inline), and modules the sources do not have
-        at all (written against another version)."""
+        compiled extension modules (no source to inline), modules a package puts into
+        ``sys.modules`` as it runs, and modules the sources do not have at all (written
+        against another version)."""
         found = sorted({imp.module for imp in self.externals.values()
                         if imp.module.split(".")[0] in self.index.packages
                         and self.index.find_module(imp.module, None) is None
@@ -512,6 +529,15 @@ class _ClosureBuilder:
                 f"imports {', '.join(compiled)}: compiled extension modules of "
                 f"{', '.join(tops)}, which have no Python source to copy, kept as imports, so "
                 f"the file needs {', '.join(tops)} installed")
+        aliased = {m: self.r.sys_modules_writer(m) for m in missing}
+        for m, init in sorted(aliased.items()):
+            if init:
+                missing.remove(m)
+                self.notes.append(
+                    f"imports {m}, which no file of the {m.split('.')[0]} sources indexed here "
+                    f"defines; {init} puts modules into sys.modules as it runs, where it likely "
+                    f"comes from: kept as written, so the file needs {m.split('.')[0]} "
+                    "installed")
         if missing:
             tops = sorted({m.split(".")[0] for m in missing})
             self.notes.append(
