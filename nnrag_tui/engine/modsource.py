@@ -163,7 +163,8 @@ class ModuleSource:
     def uses(self, st: TopStmt) -> StmtUses:
         hit = self._uses.get(st.index)
         if hit is None:
-            hit = self._uses[st.index] = compute_uses(self.stmt_text(st), st.node)
+            hit = self._uses[st.index] = compute_uses(self.stmt_text(st), st.node,
+                                                      "annotations" in self.future)
             if self.reads_namespace(st):
                 # ``globals().get(identifier)`` (asteroid's ``norms.get("gLN")``) can return
                 # any module-level definition: the statement reads them all (what the module
@@ -200,7 +201,50 @@ def reads_globals(node: ast.stmt) -> bool:
     return False
 
 
-def compute_uses(text: str, node: ast.stmt) -> StmtUses:
+def compute_uses(text: str, node: ast.stmt, lazy_annotations: bool = False) -> StmtUses:
+    """What a statement reads while its module executes (``load``) and only later
+    (``lazy``). Under ``from __future__ import annotations`` (``lazy_annotations``) an
+    annotation is never evaluated: a name read only there is lazy. escnn's ``def irrep(self,
+    *id) -> escnn.group.IrreducibleRepresentation`` made its classes load-time dependencies of
+    each other, and the cycle this faked put ``class DoubleGroup(DirectProductGroup)`` above
+    its base."""
+    load, lazy, assigned_global = _load_and_lazy(text, node)
+    classes, annotations = _classes_and_annotations(node)
+    if lazy_annotations and annotations:
+        in_annotations = {n.id for a in annotations for n in ast.walk(a)
+                          if isinstance(n, ast.Name)}
+        if in_annotations & load:
+            moved = (in_annotations & load) - _without_annotations(node)
+            load -= moved
+            lazy |= moved
+    strings: set[str] = set()
+    for expr in _parsed_strings(annotations):
+        strings |= {n.id for n in ast.walk(expr) if isinstance(n, ast.Name)}
+    own = reads_after_own_binding(node) & load if _kind(node) == "compound" else frozenset()
+    return StmtUses(load, lazy - load, assigned_global, strings, own)
+
+
+def _without_annotations(node: ast.stmt) -> set[str]:
+    """The load-time reads of ``node`` with its annotations taken out (put back after)."""
+    saved: list[tuple[ast.AST, str, ast.expr | None]] = []
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.arg) and sub.annotation is not None:
+            saved.append((sub, "annotation", sub.annotation))
+            sub.annotation = None
+        elif isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef)) and sub.returns:
+            saved.append((sub, "returns", sub.returns))
+            sub.returns = None
+        elif isinstance(sub, ast.AnnAssign):
+            saved.append((sub, "annotation", sub.annotation))
+            sub.annotation = ast.Constant(None)
+    try:
+        return _load_and_lazy(ast.unparse(node), node)[0]
+    finally:
+        for sub, attr, value in saved:
+            setattr(sub, attr, value)
+
+
+def _load_and_lazy(text: str, node: ast.stmt) -> tuple[set[str], set[str], set[str]]:
     load: set[str] = set()
     lazy: set[str] = set()
     assigned_global: set[str] = set()
@@ -224,16 +268,11 @@ def compute_uses(text: str, node: ast.stmt) -> StmtUses:
             visit(child, child_lazy)
 
     visit(table, False)
-    classes, annotations = _classes_and_annotations(node)
-    for cls, in_function in classes:
+    for cls, in_function in _classes_and_annotations(node)[0]:
         for n in class_early_reads(cls):
             if n.id not in assigned_global:
                 (lazy if in_function else load).add(n.id)
-    strings: set[str] = set()
-    for expr in _parsed_strings(annotations):
-        strings |= {n.id for n in ast.walk(expr) if isinstance(n, ast.Name)}
-    own = reads_after_own_binding(node) & load if _kind(node) == "compound" else frozenset()
-    return StmtUses(load, lazy - load, assigned_global, strings, own)
+    return load, lazy, assigned_global
 
 
 _BLOCKS = ("body", "orelse", "finalbody", "handlers", "cases")
