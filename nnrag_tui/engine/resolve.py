@@ -392,6 +392,7 @@ class _ClosureBuilder:
                     future.append(f)
         self.note_lazy_annotations(nodes, future)
         self.note_unindexed_imports()
+        self.note_assumed_externals(nodes)
         self.note_deferred_modules(nodes)
         self.note_module_files(nodes)
         self.note_namespace_readers(nodes)
@@ -494,6 +495,19 @@ class _ClosureBuilder:
                 + ("; they go beside this file, at the path shown, where nnrag writes, saves "
                    "or validates it; copy them there when you copy the file" if any_found
                    else ""))
+
+    def note_assumed_externals(self, nodes: list[NodeId]) -> None:
+        """Names no corpus module binds, imported from the external ``from X import *`` they
+        most likely come from (bindings.external_star): a guess, which the header says, one
+        line per star import."""
+        included = set(nodes)
+        by_note: dict[str, set[str]] = {}
+        for d in self.deps:
+            if d.kind == "external" and d.how == "heuristic" and d.note and d.user in included:
+                by_note.setdefault(d.note, set()).add(d.name)
+        for note, names in sorted(by_note.items()):
+            self.notes.append(f"{', '.join(f'`{n}`' for n in sorted(names))}: no corpus module "
+                              f"binds {'them' if len(names) > 1 else 'it'}, {note}")
 
     def note_unindexed_imports(self) -> None:
         """Imports of an indexed package's modules that its ``paths`` leave out (a source
@@ -940,9 +954,13 @@ class _ClosureBuilder:
                     self.by_name_fillers.setdefault(mkey, []).append(node)
                 for reg in dict.fromkeys(filled):
                     for user, rname, load in registries[reg]:
+                        # a statement upstream runs before the registration (pyro's ``class
+                        # PyroModule(..., metaclass=_PyroModuleMeta)`` above ``_PyroModuleMeta.
+                        # _pyro_mixin_cache[...] = PyroModuleList``) cannot need it to load
+                        early = user[0] == node[0] and user[1] < node[1]
                         self.deps.append(Dependency(
                             user, rname, "definition", f"{entry.module}:{st.line}",
-                            "registry", 0.8, load, (node,),
+                            "registry", 0.8, load and not early, (node,),
                             "fills the registry it reads (decorator or module-level "
                             "statement)"))
         return added
@@ -1022,7 +1040,8 @@ class _ClosureBuilder:
                 roots, call, in_place = ms.patch_shape(st)
                 changed: set[BindKey] = set()
                 for name in roots or ():
-                    key = self.r.binding_key(entry, ms, name)
+                    key = self.r.binding_key(entry, ms, name) or \
+                        self._external_object(entry, ms, name)
                     if key is not None:
                         changed.add(key)
                 for name in in_place or ():
@@ -1052,6 +1071,24 @@ class _ClosureBuilder:
                 for key in changed:
                     self.patches.setdefault(key, []).append(node)
         return added
+
+    def _external_object(self, entry: ModuleEntry, ms: ModuleSource,
+                         name: str) -> BindKey | None:
+        """The binding of ``name`` in ``entry`` when it is an object imported from outside the
+        corpus: fastai's ``defaults.activation = nn.ReLU`` (layers.py) sets what
+        ``act_cls=defaults.activation`` reads from fastcore's ``defaults``. None for an
+        imported module: ``torch.backends.cudnn.benchmark = True`` configures the process,
+        not the block."""
+        if ms.binders.get(name) and any(ms.stmts[i].kind != "import"
+                                        for i in ms.binders[name]):
+            return None
+        recs = entry.imports.get(name)
+        if recs and recs[0].name is None:
+            return None
+        t = self.index.lookup(entry, name)
+        if t.kind != "external" or t.how not in ("import", "heuristic") or "." not in t.name:
+            return None
+        return ("ext", t.name)
 
     def _read_beyond_decorators(self, key: BindKey) -> bool:
         """Whether a statement of the closure, other than one that changes it, reads the
