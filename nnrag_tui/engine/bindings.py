@@ -99,6 +99,7 @@ class ModuleIndex:
         for lst in self.by_module.values():
             lst.sort(key=lambda e: (e.priority, e.source))
         self._exports: dict[tuple[str, str], frozenset[str]] = {}
+        self._ext_star: dict[tuple[str, str], tuple[str, str] | None] = {}
         self._memo: dict[tuple[tuple[str, str], str], Target] = {}
 
     # -- modules ---------------------------------------------------------------------------
@@ -185,11 +186,39 @@ class ModuleIndex:
                 return Target("module", sub.module, sub, how="attribute")
         if name in BUILTINS:
             return Target("builtin", name, how="builtin")
-        ext_stars = [s for s in entry.stars if self.find_module(s.target, entry.source) is None]
-        if ext_stars:
-            return Target("external", f"{ext_stars[0].target}.{name}", how="heuristic",
-                          confidence=0.5, note=f"assumed from `from {ext_stars[0].target} import *`")
+        ext = self.external_star(entry)
+        if ext is not None:
+            star, via = ext
+            return Target("external", f"{star}.{name}", how="heuristic", confidence=0.5,
+                          note=f"assumed from `from {star} import *`"
+                          + (f" (in {via}, which the star imports of {entry.module} reach)"
+                             if via != entry.module else ""))
         return Target("unresolved", name, note=f"not bound in {entry.module}")
+
+    def external_star(self, entry: ModuleEntry) -> tuple[str, str] | None:
+        """The external ``from X import *`` a name no corpus module binds most likely comes
+        from, with the module that has it: ``entry``'s own first, then one its corpus star
+        imports reach through modules without ``__all__`` (fastai's ``from .imports import
+        *`` leads to ``from fastcore.all import *``, where ``PrePostInitMeta`` comes from)."""
+        if entry.key in self._ext_star:
+            return self._ext_star[entry.key]
+        self._ext_star[entry.key] = None  # cycle guard
+        found = None
+        inner = []
+        for star in entry.stars:
+            if not star.target:
+                continue
+            src = self.find_module(star.target, entry.source)
+            if src is None:
+                found = found or (star.target, entry.module)
+            elif src.facts.all_names is None:
+                inner.append(src)
+        for src in inner:
+            if found is not None:
+                break
+            found = self.external_star(src)
+        self._ext_star[entry.key] = found
+        return found
 
     def _from_star(self, entry: ModuleEntry, star: ImportRecord, name: str,
                    depth: int) -> Target | None:
