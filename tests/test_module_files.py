@@ -189,3 +189,37 @@ def test_the_sandbox_puts_nothing_outside_the_block_folder(tmp_path):
     assert len([n for n in prot["notes"] if n.startswith("refused")]) == len(bad)
     assert [b for b in bad if is_plain_relative(b)] == []
     assert is_plain_relative("assets/ok.txt") and is_plain_relative("ok.txt")
+
+
+def test_a_folder_found_through_file_brings_the_files_named_elsewhere(tmp_path):
+    """torchani's ``paths.py`` has ``_RESOURCES = Path(__file__).resolve().parent /
+    "resources"`` and ``constants.py`` opens ``_resources_dir() / "functional_d3bj_constants
+    .json"`` as it imports: the statement with ``__file__`` names only the folder, so no file
+    came along and three torchani blocks raised FileNotFoundError on import."""
+    root = write_tree(tmp_path / "repo", {
+        "rpkg/__init__.py": "",
+        "rpkg/paths.py": ("from pathlib import Path\n\n"
+                          "_RESOURCES = Path(__file__).resolve().parent / \"resources\"\n\n\n"
+                          "def resources_dir():\n    return _RESOURCES\n"),
+        "rpkg/constants.py": (
+            "import json\n\nfrom rpkg.paths import resources_dir\n\n"
+            "with open(resources_dir() / \"scales.json\") as f:\n    SCALES = json.load(f)\n"),
+        "rpkg/layers.py": ("from torch import nn\n\nfrom rpkg.constants import SCALES\n\n\n"
+                           "class Scaled(nn.Module):\n    def forward(self, x):\n"
+                           "        return x * SCALES[\"gain\"]\n"),
+        "rpkg/resources/scales.json": '{"gain": 3.0}\n',
+        "rpkg/resources/other.json": "{}\n",
+    })
+    with BlockExtractor(path_config({"r": root}), cache_dir=tmp_path / "cache",
+                        data_dir=tmp_path / "data") as ex:
+        ex.index()
+        res = ex.extract_single_block("Scaled")
+    assert res.generated.spec["files"] == ["resources/scales.json"]
+    out = tmp_path / "out"
+    res.write(out)
+    assert not (out / "resources/other.json").exists()
+    spec = importlib.util.spec_from_file_location("r_scaled", out / "Scaled.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)  # opened as the file imports
+    import torch
+    assert mod.Scaled()(torch.ones(1)).item() == 3.0

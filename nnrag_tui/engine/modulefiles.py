@@ -43,20 +43,33 @@ class ModuleFiles:
             hit = self._trees[directory] = _data_files(directory)
         return hit
 
-    def named(self, root: str, relpath: str, node: ast.stmt) -> list[tuple[str, str]]:
+    def named(self, root: str, relpath: str, node: ast.stmt,
+              elsewhere: frozenset[str] = frozenset()) -> list[tuple[str, str]]:
         """(path from the source root, path from the module's directory) of each file under
         the module's directory that a string literal of ``node`` names, whole or as its tail
-        (``"mel_filters.npz"`` names ``assets/mel_filters.npz``)."""
+        (``"mel_filters.npz"`` names ``assets/mel_filters.npz``). Where a literal of ``node``
+        names a directory instead (torchani's ``_RESOURCES = Path(__file__).resolve().parent /
+        "resources"``), the files in it that a literal of ``elsewhere`` names (the other
+        statements that come along: ``_resources_dir() / "atomic_constants.json"``)."""
         module_dir = os.path.dirname(relpath)
         files = self.tree(os.path.join(root, module_dir))
         if not files:
             return []
-        wanted = {c.value.strip("/").replace("\\", "/") for c in ast.walk(node)
-                  if isinstance(c, ast.Constant) and isinstance(c.value, str)
-                  and 0 < len(c.value) <= 200 and "\n" not in c.value}
-        wanted.discard("")
-        found = sorted({f for f in files for w in wanted if f == w or f.endswith("/" + w)})
-        return [(Path(module_dir, f).as_posix(), f) for f in found[:MAX_SHOWN]]
+        wanted = literals(node)
+        found = {f for f in files for w in wanted if f == w or f.endswith("/" + w)}
+        folders = {w for w in wanted if any(f.startswith(w + "/") for f in files)}
+        found |= {f for f in files for d in folders if f.startswith(d + "/")
+                  for w in elsewhere if f.endswith("/" + w)}
+        return [(Path(module_dir, f).as_posix(), f) for f in sorted(found)[:MAX_SHOWN]]
+
+
+def literals(node: ast.stmt) -> frozenset[str]:
+    """The short one-line string constants of a statement, as relative paths."""
+    out = {c.value.strip("/").replace("\\", "/") for c in ast.walk(node)
+           if isinstance(c, ast.Constant) and isinstance(c.value, str)
+           and 0 < len(c.value) <= 200 and "\n" not in c.value}
+    out.discard("")
+    return frozenset(out)
 
 
 def _data_files(directory: str) -> list[str]:

@@ -37,7 +37,7 @@ from nnrag_tui.engine.modsource import (
     reads_bare,
     registered_values,
 )
-from nnrag_tui.engine.modulefiles import ModuleFiles, uses_module_file
+from nnrag_tui.engine.modulefiles import ModuleFiles, literals, uses_module_file
 from nnrag_tui.engine.moduleobject import (
     MODULE_OBJECT,
     namespace,
@@ -471,14 +471,19 @@ class _ClosureBuilder:
         generated file, with none of upstream's files beside it. Said in the header, with the
         files the statements name and where they would have to go."""
         parts, any_found = [], False
+        elsewhere: frozenset[str] | None = None
         for key, i in sorted(nodes, key=lambda n: (self.entries[n[0]].facts.relpath, n[1])):
             ms = self.modules[key]
             st = ms.stmts[i]
             if "__file__" not in ms.stmt_text(st) or not uses_module_file(st.node):
                 continue
+            if elsewhere is None:
+                elsewhere = frozenset().union(*(
+                    literals(self.modules[k].stmts[j].node) for k, j in nodes))
             entry = self.entries[key]
             root = self.r.roots.get(entry.source)
-            found = self.r.module_files.named(root, entry.facts.relpath, st.node) if root else []
+            found = self.r.module_files.named(root, entry.facts.relpath, st.node,
+                                              elsewhere) if root else []
             any_found |= bool(found)
             what = ", ".join(f"`{b}`" for b in sorted(st.binds)) or "a statement"
             part = f"{what} ({entry.facts.relpath}:{st.line})"
