@@ -47,8 +47,9 @@ def timm_config(corp: Path):
 
 
 def undefined_names(code: str, filename: str) -> list[str]:
-    """pyflakes' undefined names, less the ones a line's ``# noqa: F821`` marks and the
-    strings of an aliased ``Literal[...]`` (validate.known_false_alarms)."""
+    """pyflakes' undefined names, less its known false alarms (validate.known_false_alarms):
+    a line's ``# noqa: F821``, the strings of an aliased ``Literal[...]``, a function's own
+    local read above the line that binds it."""
     import ast
 
     from pyflakes import api, messages
@@ -64,7 +65,8 @@ def undefined_names(code: str, filename: str) -> list[str]:
             if isinstance(m, (messages.UndefinedName, messages.UndefinedExport,
                               messages.UndefinedLocal)):
                 self.msgs.append(str(m))
-                self.found.append({"name": str(m.message_args[0]), "line": m.lineno})
+                self.found.append({"name": str(m.message_args[0]), "line": m.lineno,
+                                   "kind": type(m).__name__})
 
         def unexpectedError(self, f, m):
             self.msgs.append(f"error: {m}")

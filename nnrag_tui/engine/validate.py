@@ -413,7 +413,8 @@ def undefined_names(tree: ast.Module, filename: str = "block.py", *, code: str |
     except RecursionError:
         return [{"name": "?", "line": 0, "scope": "module",
                  "kind": "the static check hit the recursion limit"}]
-    false = known_false_alarms(tree, code, [{"name": n, "line": ln} for n, ln, _ in msgs])
+    false = known_false_alarms(tree, code, [{"name": n, "line": ln, "kind": k}
+                                            for n, ln, k in msgs])
     msgs = [m for m in msgs if (m[0], m[1]) not in false]
     scopes = _scopes(tree) if msgs else []
     return [{"name": n, "line": line, "scope": _scope_at(scopes, line), "kind": kind}
@@ -435,7 +436,11 @@ def known_false_alarms(tree: ast.Module, code: str | None, found: list[dict]
       iteration;
     - the strings of a ``Literal[...]`` imported under another name (``from typing_extensions
       import Literal as Literal_typing_extensions``, as a clash rename makes it), which
-      pyflakes takes for string annotations."""
+      pyflakes takes for string annotations;
+    - a local of the enclosing function read above the line that binds it: tsai's
+      ``BN1d(n_in) if n_in == n_out`` in a loop that assigns ``n_in`` two lines below reads
+      the previous iteration's value (zuko's case, without the ``noqa``). Not a name the
+      file fails to define, whatever a path that never bound it would raise."""
     if not found:
         return set()
     out: set[tuple[str, int]] = set()
@@ -456,7 +461,40 @@ def known_false_alarms(tree: ast.Module, code: str | None, found: list[dict]
                 for c in ast.walk(n.slice):
                     if isinstance(c, ast.Constant) and isinstance(c.value, str):
                         out.update((name, c.lineno) for name in _names_pyflakes_reads(c.value))
+    functions = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef,
+                                                             ast.AsyncFunctionDef))]
+    for u in found:
+        if u.get("kind", "UndefinedName") != "UndefinedName":
+            continue  # a module-level name shadowed by a later local is pyflakes' real find
+        around = [f for f in functions if f.lineno <= u["line"] <= (f.end_lineno or 0)]
+        if around and u["name"] in _function_locals(max(around, key=lambda f: f.lineno)):
+            out.add((u["name"], u["line"]))
     return out
+
+
+def _function_locals(func: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
+    """Names a function's own scope binds by assignment (not in its nested scopes), less
+    those it declares global or nonlocal."""
+    bound: set[str] = set()
+    declared: set[str] = set()
+    stack: list[ast.AST] = list(func.body)
+    while stack:
+        n = stack.pop()
+        if isinstance(n, (ast.Global, ast.Nonlocal)):
+            declared.update(n.names)
+        elif isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+            bound.add(n.id)
+        elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(n.name)
+        elif isinstance(n, (ast.Import, ast.ImportFrom)):
+            bound.update((a.asname or a.name).split(".")[0] for a in n.names)
+        elif isinstance(n, ast.ExceptHandler) and n.name:
+            bound.add(n.name)
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda,
+                          ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+            continue
+        stack.extend(ast.iter_child_nodes(n))
+    return bound - declared
 
 
 def _names_pyflakes_reads(text: str) -> set[str]:
