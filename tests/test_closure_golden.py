@@ -161,6 +161,13 @@ MUST = {
     ("registry_metaclass", "Net"): [
         "        return self.scale * super().forward(x)\n\n\nScaled[nn.Linear].scale = 3.0\n",
         "_Meta._cache[nn.ModuleList] = ScaledList\n"],
+    # a registration through the module (pyro's ``@pyro.settings.register(...)``) naming a
+    # definition by string beside ``__name__``, and a module-level read of ``__doc__``
+    ("settings_registry", "Gained"): [
+        '_doc_template = "Global settings', "_GAIN = 3.0\n",
+        '@register("gain", __name__, "_GAIN")\ndef _validate_gain(',
+        "`__doc__` -> upstream's module docstring",
+        "    __doc__ = _doc_template.format("],
     ("globals_lookup", "Net"): ["gLN = GlobLN\nbN = BatchNorm\n", "def get(identifier):",
                                 "glpkg/norms.py looks names up in globals() (lines 22, 28)"],
     ("folder_registry", "Net"): [
@@ -337,11 +344,14 @@ def load_file(path: Path, modname: str):
     spec = importlib.util.spec_from_file_location(modname, path)
     assert spec is not None and spec.loader is not None
     mod = importlib.util.module_from_spec(spec)
-    sys.modules[modname] = mod  # dataclasses and pickling look the module up by name
+    # dataclasses and pickling look the module up by name, and so does code that registers
+    # ``__name__`` to import it again later (pyro.settings): registered as an import would
+    sys.modules[modname] = mod
     try:
         spec.loader.exec_module(mod)
-    finally:
+    except BaseException:
         sys.modules.pop(modname, None)
+        raise
     return mod
 
 

@@ -164,6 +164,11 @@ def _statement_text(closure: Closure, node: NodeId,
         out = closure.out_names.get(key)
         if out and out != name:
             renames[name] = out
+    doc = _module_docstring(ms) if "__doc__" in text and st.kind != "class" else None
+    if doc is not None and "__doc__" in ms.uses(st).load | ms.uses(st).lazy:
+        # ``_doc_template = __doc__`` (pyro/settings.py): the module's docstring, which the
+        # generated file, whose docstring is none, does not have
+        renames["__doc__"] = repr(doc)
     chains = {c: closure.out_names[k] for c, k in closure.chains.get(node, {}).items()
               if k in closure.out_names}
     early = {name: closure.out_names[key] for (user, name), key in closure.early_refs.items()
@@ -176,6 +181,14 @@ def _statement_text(closure: Closure, node: NodeId,
     entry = closure.entries[node[0]]
     home = (entry.module, entry.facts.is_package) if st.kind != "import" else None
     return rewrite_statement(text, renames, chains, guarded, early, home)
+
+
+def _module_docstring(ms) -> str | None:
+    first = ms.stmts[0].node if ms.stmts else None
+    if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and \
+            isinstance(first.value.value, str):
+        return first.value.value
+    return None
 
 
 def _import_section(future: list[str], externals: list[ExternalImport]) -> str:

@@ -165,6 +165,13 @@ class ModuleSource:
         if hit is None:
             hit = self._uses[st.index] = compute_uses(self.stmt_text(st), st.node,
                                                       "annotations" in self.future)
+            if "__name__" in hit.load | hit.lazy:
+                # ``@pyro.settings.register("module_local_params", __name__,
+                # "_MODULE_LOCAL_PARAMS")``: a call given the module's name with names of its
+                # definitions, which it may look up through the module at once (pyro's does,
+                # to list every setting's value in its docstring)
+                into = hit.load if "__name__" in hit.load else hit.lazy
+                into |= named_with_module(st.node) & set(self.binders) - st.binds - hit.load
             if self.reads_namespace(st):
                 # ``globals().get(identifier)`` (asteroid's ``norms.get("gLN")``) can return
                 # any module-level definition: the statement reads them all (what the module
@@ -173,6 +180,21 @@ class ModuleSource:
                 into |= {n for n, ix in self.binders.items()
                          if any(self.stmts[i].kind != "import" for i in ix)} - st.binds - hit.load
         return hit
+
+
+def named_with_module(node: ast.stmt) -> set[str]:
+    """The names that strings passed beside ``__name__`` to a call in the statement start
+    with: ``"_GAIN"``, and ``Binomial`` of ``"Binomial.approx_sample_thresh"``."""
+    out: set[str] = set()
+    for call in ast.walk(node):
+        if not isinstance(call, ast.Call):
+            continue
+        args = [*call.args, *(k.value for k in call.keywords)]
+        if any(isinstance(a, ast.Name) and a.id == "__name__" for a in args):
+            out |= {a.value.split(".")[0] for a in args if isinstance(a, ast.Constant)
+                    and isinstance(a.value, str)
+                    and all(p.isidentifier() for p in a.value.split("."))}
+    return out
 
 
 _GLOBALS_WRITES = frozenset({"update", "setdefault", "pop", "clear", "__setitem__",

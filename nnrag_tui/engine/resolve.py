@@ -44,7 +44,7 @@ from nnrag_tui.engine.moduleobject import (
     object_key,
     object_source,
 )
-from nnrag_tui.engine.parse import resolve_relative
+from nnrag_tui.engine.parse import dotted, resolve_relative
 from nnrag_tui.engine.patches import mutated_parameters, reads_beyond_decorator_methods
 from nnrag_tui.engine.reach import run_names
 
@@ -944,6 +944,13 @@ class _ClosureBuilder:
                     if writes:
                         filled += writes
                         keys.append(key)
+                for key in self._decorator_chains(entry, st):
+                    # ``@pyro.settings.register("module_local_params", __name__, ...)``: the
+                    # registering function reached through its module
+                    writes = [k for k in self._writes_of(key) if k in registries]
+                    if writes:
+                        filled += writes
+                        keys.append(key)
                 if mkey in self.by_name:
                     filled = [k for k in filled if k in live]
                 # ``@register_kernel(adjust_hue, Image)`` registers under a definition the
@@ -1144,6 +1151,22 @@ class _ClosureBuilder:
                     if k is not None and k not in out:
                         out.append(k)
         self.r.writers[key] = out
+        return out
+
+    def _decorator_chains(self, entry: ModuleEntry, st: TopStmt) -> list[BindKey]:
+        """The corpus functions a ``def``/``class`` statement's decorators call through a
+        module (``@pyro.settings.register(...)`` below ``import pyro``)."""
+        if st.kind not in ("class", "function"):
+            return []
+        out: list[BindKey] = []
+        for deco in st.node.decorator_list:  # type: ignore[attr-defined]
+            func = deco.func if isinstance(deco, ast.Call) else deco
+            chain = dotted(func) if isinstance(func, ast.Attribute) else None
+            if chain is None:
+                continue
+            t = self.index.resolve_dotted(entry, chain)
+            if t.kind == "def" and t.entry is not None and not t.attr:
+                out.append(("def", t.entry.key, t.name))
         return out
 
     @staticmethod

@@ -275,7 +275,8 @@ class _Walker:
                    else self.renames).get(node.id)
             if new is not None and new != node.id and (
                     id(node) in self.early or self.is_global(table, node.id)):
-                self.ed.add(node, new, f"renamed `{node.id}` -> `{new}`")
+                self.ed.add(node, new, "`__doc__` -> upstream's module docstring"
+                            if node.id == "__doc__" else f"renamed `{node.id}` -> `{new}`")
             return
         if isinstance(node, ast.Global):
             for i, n in enumerate(node.names):
