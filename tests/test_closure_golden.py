@@ -167,6 +167,7 @@ MUST = {
         '_doc_template = "Global settings', "_GAIN = 3.0\n",
         '@register("gain", __name__, "_GAIN")\ndef _validate_gain(',
         "`__doc__` -> upstream's module docstring",
+        '_SCALE = 0.5\n', '\nregister("scale", __name__, "_SCALE")\n',
         "    __doc__ = _doc_template.format("],
     ("globals_lookup", "Net"): ["gLN = GlobLN\nbN = BatchNorm\n", "def get(identifier):",
                                 "glpkg/norms.py looks names up in globals() (lines 22, 28)"],

@@ -34,6 +34,7 @@ from nnrag_tui.engine.modsource import (
     bound_only_by_imports,
     demangled,
     holds_container,
+    named_with_module,
     reads_bare,
     registered_values,
 )
@@ -931,7 +932,7 @@ class _ClosureBuilder:
                     continue
                 filled: list[BindKey] = []
                 keys: list[BindKey] = []
-                values = registered_values(st.node)
+                values = registered_values(st.node) | named_with_module(st.node)
                 for name in self._load_names(ms, st):
                     key = self.r.binding_key(entry, ms, name)
                     if key is None:
@@ -1154,15 +1155,22 @@ class _ClosureBuilder:
         return out
 
     def _decorator_chains(self, entry: ModuleEntry, st: TopStmt) -> list[BindKey]:
-        """The corpus functions a ``def``/``class`` statement's decorators call through a
-        module (``@pyro.settings.register(...)`` below ``import pyro``)."""
-        if st.kind not in ("class", "function"):
+        """The corpus functions that a ``def``/``class`` statement's decorators, or another
+        module-level statement, call through a module (``@pyro.settings.register(...)`` below
+        ``import pyro``; ``settings.register("validate_poutine", __name__, ...)`` below ``from
+        pyro import settings``)."""
+        names = set(self._load_names(self.ms(entry), st))
+        if not any(self.index.lookup(entry, n).kind == "module" for n in names):
             return []
+        if st.kind in ("class", "function"):
+            called = list(st.node.decorator_list)  # type: ignore[attr-defined]
+        else:
+            called = [c for c in ast.walk(st.node) if isinstance(c, ast.Call)]
         out: list[BindKey] = []
-        for deco in st.node.decorator_list:  # type: ignore[attr-defined]
+        for deco in called:
             func = deco.func if isinstance(deco, ast.Call) else deco
             chain = dotted(func) if isinstance(func, ast.Attribute) else None
-            if chain is None:
+            if chain is None or chain.split(".")[0] not in names:
                 continue
             t = self.index.resolve_dotted(entry, chain)
             if t.kind == "def" and t.entry is not None and not t.attr:
