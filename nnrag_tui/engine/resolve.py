@@ -932,8 +932,11 @@ class _ClosureBuilder:
                     continue
                 filled: list[BindKey] = []
                 keys: list[BindKey] = []
-                values = registered_values(st.node) | named_with_module(st.node)
-                for name in self._load_names(ms, st):
+                load_names = self._load_names(ms, st)
+                values = registered_values(st.node)
+                if "__name__" in load_names:
+                    values |= named_with_module(st.node)
+                for name in load_names:
                     key = self.r.binding_key(entry, ms, name)
                     if key is None:
                         continue
@@ -945,7 +948,7 @@ class _ClosureBuilder:
                     if writes:
                         filled += writes
                         keys.append(key)
-                for key in self._decorator_chains(entry, st):
+                for key in self._decorator_chains(entry, st, load_names):
                     # ``@pyro.settings.register("module_local_params", __name__, ...)``: the
                     # registering function reached through its module
                     writes = [k for k in self._writes_of(key) if k in registries]
@@ -1154,12 +1157,13 @@ class _ClosureBuilder:
         self.r.writers[key] = out
         return out
 
-    def _decorator_chains(self, entry: ModuleEntry, st: TopStmt) -> list[BindKey]:
+    def _decorator_chains(self, entry: ModuleEntry, st: TopStmt,
+                          load_names: list[str]) -> list[BindKey]:
         """The corpus functions that a ``def``/``class`` statement's decorators, or another
         module-level statement, call through a module (``@pyro.settings.register(...)`` below
         ``import pyro``; ``settings.register("validate_poutine", __name__, ...)`` below ``from
         pyro import settings``)."""
-        names = set(self._load_names(self.ms(entry), st))
+        names = {n for n in load_names if n in entry.imports}
         if not any(self.index.lookup(entry, n).kind == "module" for n in names):
             return []
         if st.kind in ("class", "function"):
