@@ -153,8 +153,8 @@ MUST = {
     # an annotation under ``from __future__ import annotations`` is never evaluated: no
     # load-time cycle, so each class comes after its base and the dict after both
     ("lazy_annotations", "Net"): [
-        "class ProductGroup(Group):\n    def twin(self) -> ProductGroup:\n"
-        "        return groups[\"DoubleGroup\"](self.width)\n\n\nclass DoubleGroup(",
+        ("class ProductGroup(Group):\n    def twin(self) -> ProductGroup:\n"
+         "        return groups[\"DoubleGroup\"](self.width)\n\n\nclass DoubleGroup("),
         "\n\n\ngroups = {ProductGroup.__name__"],
     # a class above a registration into its metaclass's cache did not need it to load: the
     # cycle that assumed so let the patch go above the class it patches (pyro's PyroModule)

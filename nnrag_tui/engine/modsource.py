@@ -231,7 +231,7 @@ def compute_uses(text: str, node: ast.stmt, lazy_annotations: bool = False) -> S
     each other, and the cycle this faked put ``class DoubleGroup(DirectProductGroup)`` above
     its base."""
     load, lazy, assigned_global = _load_and_lazy(text, node)
-    classes, annotations = _classes_and_annotations(node)
+    annotations = _classes_and_annotations(node)[1]
     if lazy_annotations and annotations:
         in_annotations = {n.id for a in annotations for n in ast.walk(a)
                           if isinstance(n, ast.Name)}

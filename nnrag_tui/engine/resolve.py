@@ -57,6 +57,12 @@ UNUSED: BindKey = ("unused",)  # an import inside a function whose name nothing 
 # ``sys.modules[name] = module``, as a package aliases its old module paths
 _SYS_MODULES_STORE = re.compile(r"\bsys\.modules\[[^\]\n]+\]\s*=(?!=)")
 
+
+def _packages(modules) -> str:
+    """The top-level packages of these modules, as the header names them."""
+    return ", ".join(sorted({m.split(".")[0] for m in modules}))
+
+
 @dataclass(frozen=True)
 class ExternalImport:
     """One external import in original form: ``import module [as asname]`` or
@@ -531,39 +537,39 @@ class _ClosureBuilder:
         missing = [m for m in found if not self.r.on_disk(m) and m not in compiled]
         mods = [m for m in found if m not in missing and m not in compiled]
         if mods:
-            tops = sorted({m.split(".")[0] for m in mods})
+            tops = _packages(mods)
             self.notes.append(
-                f"imports {', '.join(mods)}: modules of {', '.join(tops)} outside the indexed "
-                f"paths, kept as imports, so the file needs {', '.join(tops)} installed "
-                "(index the whole package to inline them)")
+                f"imports {', '.join(mods)}: modules of {tops} outside the indexed paths, kept "
+                f"as imports, so the file needs {tops} installed (index the whole package to "
+                "inline them)")
         deferred = sorted(self.deferred_unindexed - set(found))
         if deferred:
-            tops = sorted({m.split(".")[0] for m in deferred})
+            tops = _packages(deferred)
             self.notes.append(
                 f"functions import {', '.join(deferred)} inside their bodies: modules of "
-                f"{', '.join(tops)} outside the indexed paths, so calling those functions "
-                f"needs {', '.join(tops)} installed")
+                f"{tops} outside the indexed paths, so calling those functions needs {tops} "
+                "installed")
         if compiled:
-            tops = sorted({m.split(".")[0] for m in compiled})
+            tops = _packages(compiled)
             self.notes.append(
-                f"imports {', '.join(compiled)}: compiled extension modules of "
-                f"{', '.join(tops)}, which have no Python source to copy, kept as imports, so "
-                f"the file needs {', '.join(tops)} installed")
-        aliased = {m: self.r.sys_modules_writer(m) for m in missing}
-        for m, init in sorted(aliased.items()):
+                f"imports {', '.join(compiled)}: compiled extension modules of {tops}, which "
+                f"have no Python source to copy, kept as imports, so the file needs {tops} "
+                "installed")
+        for m in list(missing):
+            init = self.r.sys_modules_writer(m)
             if init:
                 missing.remove(m)
                 self.notes.append(
-                    f"imports {m}, which no file of the {m.split('.')[0]} sources indexed here "
+                    f"imports {m}, which no file of the {_packages([m])} sources indexed here "
                     f"defines; {init} puts modules into sys.modules as it runs, where it likely "
-                    f"comes from: kept as written, so the file needs {m.split('.')[0]} "
+                    f"comes from: kept as written, so the file needs {_packages([m])} "
                     "installed")
         if missing:
-            tops = sorted({m.split(".")[0] for m in missing})
+            tops = _packages(missing)
             self.notes.append(
-                f"imports {', '.join(missing)}, which the {', '.join(tops)} sources indexed here "
-                "do not have (upstream was written against another version), kept as written: "
-                "the file imports only where a version that has it is installed")
+                f"imports {', '.join(missing)}, which the {tops} sources indexed here do not "
+                "have (upstream was written against another version), kept as written: the "
+                "file imports only where a version that has it is installed")
 
     def visit(self, node: NodeId) -> None:
         if node[0] in self.objects:
