@@ -14,6 +14,7 @@ import sys
 from dataclasses import dataclass, field
 
 from nnrag_tui import __version__
+from nnrag_tui.engine.modsource import ModuleSource
 from nnrag_tui.engine.moduleobject import is_object_key
 from nnrag_tui.engine.provenance import repo_path
 from nnrag_tui.engine.resolve import UNUSED, Closure, ExternalImport, NodeId
@@ -183,7 +184,8 @@ def _statement_text(closure: Closure, node: NodeId,
     return rewrite_statement(text, renames, chains, guarded, early, home)
 
 
-def _module_docstring(ms) -> str | None:
+def _module_docstring(ms: ModuleSource) -> str | None:
+    """The module's docstring as written upstream (what its ``__doc__`` holds), if any."""
     first = ms.stmts[0].node if ms.stmts else None
     if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and \
             isinstance(first.value.value, str):
