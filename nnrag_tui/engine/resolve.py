@@ -954,7 +954,7 @@ class _ClosureBuilder:
                     if writes:
                         filled += writes
                         keys.append(key)
-                for key in self._decorator_chains(entry, st, load_names):
+                for key in self._calls_through_modules(entry, st, load_names):
                     # ``@pyro.settings.register("module_local_params", __name__, ...)``: the
                     # registering function reached through its module
                     writes = [k for k in self._writes_of(key) if k in registries]
@@ -1063,7 +1063,7 @@ class _ClosureBuilder:
                 changed: set[BindKey] = set()
                 for name in roots or ():
                     key = self.r.binding_key(entry, ms, name) or \
-                        self._external_object(entry, ms, name)
+                        self._external_object(entry, name)
                     if key is not None:
                         changed.add(key)
                 for name in in_place or ():
@@ -1094,16 +1094,12 @@ class _ClosureBuilder:
                     self.patches.setdefault(key, []).append(node)
         return added
 
-    def _external_object(self, entry: ModuleEntry, ms: ModuleSource,
-                         name: str) -> BindKey | None:
+    def _external_object(self, entry: ModuleEntry, name: str) -> BindKey | None:
         """The binding of ``name`` in ``entry`` when it is an object imported from outside the
         corpus: fastai's ``defaults.activation = nn.ReLU`` (layers.py) sets what
         ``act_cls=defaults.activation`` reads from fastcore's ``defaults``. None for an
         imported module: ``torch.backends.cudnn.benchmark = True`` configures the process,
-        not the block."""
-        if ms.binders.get(name) and any(ms.stmts[i].kind != "import"
-                                        for i in ms.binders[name]):
-            return None
+        not the block. (Called where ``binding_key`` found no definition of ``name``.)"""
         recs = entry.imports.get(name)
         if recs and recs[0].name is None:
             return None
@@ -1163,7 +1159,7 @@ class _ClosureBuilder:
         self.r.writers[key] = out
         return out
 
-    def _decorator_chains(self, entry: ModuleEntry, st: TopStmt,
+    def _calls_through_modules(self, entry: ModuleEntry, st: TopStmt,
                           load_names: list[str]) -> list[BindKey]:
         """The corpus functions that a ``def``/``class`` statement's decorators, or another
         module-level statement, call through a module (``@pyro.settings.register(...)`` below
