@@ -324,3 +324,32 @@ def test_deep_but_legal_class_nesting_is_parsed():
     f = parse_bytes(src.encode(), "nest.py")
     assert f.ok
     assert len([s for s in f.symbols if s.kind == "class"]) == 60
+
+
+def test_statements_that_store_into_the_module_namespace_are_recorded():
+    """pyro's loop ``locals()[_name] = _PyroDist``, schnetpack's ``globals().update(...)`` and
+    ``setattr(sys.modules[__name__], ...)`` bind names no statement spells out: the index
+    keeps their lines. A function storing into ``globals()`` when it is called (torchani's
+    module ``__getattr__``) or a store into ``os.environ`` is not one."""
+    src = b'''import os
+import sys
+
+os.environ["X"] = "1"
+
+
+def __getattr__(name):
+    globals()[name] = 1
+    return 1
+
+
+for _name in ("A", "B"):
+    locals()[_name] = type(_name, (), {})
+globals().update({"C": 3})
+if True:
+    setattr(sys.modules[__name__], "D", 4)
+vars()["E"] = 5
+table = dict(globals())
+'''
+    facts = parse_bytes(src, "pkg/m.py")
+    assert facts.namespace_writes == (12, 14, 15, 17)
+    assert parse_bytes(b"import os\nos.environ['X'] = '1'\n", "pkg/n.py").namespace_writes == ()

@@ -1083,3 +1083,49 @@ def test_cli_validates_a_block_by_name(tmp_path, capsys):
     code = main(["validate", "NoSuchBlock", "--config", str(cfg), "--cache-dir",
                  str(tmp_path / "cache")])
     assert code == 2
+
+
+MADE_AT_RUN_TIME = '''
+import torch
+from torch import nn
+
+SCALE = 2.0
+
+
+def make(kind):
+    return Tanh() if kind == "tanh" else Sigmoid()
+
+
+for _name in ("Sigmoid", "Tanh"):
+    locals()[_name] = type(_name, (getattr(nn, _name),), {})
+
+DEFAULT = Sigmoid
+
+
+class A(nn.Module):
+    def forward(self, x):
+        return Tanh()(x) * SCALE
+'''
+
+
+@pytest.mark.parametrize("incremental", [False, True])
+def test_names_a_namespace_store_makes_do_not_fail_the_static_stage(incremental):
+    """pyro's ``locals()[_name] = _PyroDist`` in a loop makes ``LKJCholesky``, which the
+    generated file reads without any statement binding it by name: pyflakes cannot see it
+    bound, as for a star import, and the static stage passes it where the file reads it below
+    that statement or in a function body. Above the statement it is still undefined, and so is
+    a name the file reads when nothing stores into its namespace."""
+    from nnrag_tui.engine.validate import StaticCache, source_stages
+
+    cache = StaticCache() if incremental else None
+    ok = source_stages(MADE_AT_RUN_TIME, "/tmp/rt.py", cache=cache)
+    assert [(v.stage, v.ok) for v in ok.verdicts][:3] == [
+        ("parse", True), ("compile", True), ("static", True)]
+    above = MADE_AT_RUN_TIME.replace('SCALE = 2.0\n', 'SCALE = Tanh\n')
+    no_store = MADE_AT_RUN_TIME.replace(
+        '    locals()[_name] = type(_name, (getattr(nn, _name),), {})\n', '    pass\n')
+    for code, names in ((above, {"Tanh"}),
+                        (no_store, {"Sigmoid", "Tanh"})):
+        bad = source_stages(code, "/tmp/rt.py", cache=cache)
+        assert bad.verdicts[2].stage == "static" and not bad.verdicts[2].ok
+        assert {u["name"] for u in bad.verdicts[2].detail["undefined"]} == names

@@ -186,6 +186,14 @@ class ModuleIndex:
                 return Target("module", sub.module, sub, how="attribute")
         if name in BUILTINS:
             return Target("builtin", name, how="builtin")
+        if entry.facts.namespace_writes:
+            # pyro's ``locals()[_name] = _PyroDist`` in a loop: the only statements that can
+            # bind a name the module does not bind by name
+            lines = ", ".join(map(str, entry.facts.namespace_writes))
+            return Target("def", name, entry, how="heuristic", confidence=0.5,
+                          note=f"not bound by name in {entry.module}: assumed made at run time "
+                          f"by its line{'s' if len(entry.facts.namespace_writes) > 1 else ''} "
+                          f"{lines}, which store names into its namespace")
         ext = self.external_star(entry)
         if ext is not None:
             star, via = ext

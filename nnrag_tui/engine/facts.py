@@ -93,6 +93,9 @@ class ModuleFacts:
     all_names: tuple[str, ...] | None = None  # ``__all__`` when it is a literal
     error: str | None = None  # why the file could not be indexed
     lines: int = 0
+    # lines of module-level statements that bind names no statement spells out
+    # (``locals()[name] = cls``, ``globals().update(...)``: engine.namespace)
+    namespace_writes: tuple[int, ...] = ()
 
     @property
     def ok(self) -> bool:

@@ -289,6 +289,9 @@ class _ClosureBuilder:
         self.unresolved: list[tuple[str, str]] = []
         self.notes: list[str] = []
         self.module_files: list[tuple[str, str]] = []  # (path on disk, path beside the file)
+        # names only a statement storing into its module's namespace makes (engine.namespace)
+        # -> the statements inlined for them
+        self.made_at_run_time: dict[BindKey, tuple[NodeId, ...]] = {}
         self.modules: dict[tuple[str, str], ModuleSource] = {}
         self.entries: dict[tuple[str, str], ModuleEntry] = {}
         self.shared: dict[BindKey, BindKey] = {}  # binding -> binding whose name it takes
@@ -361,12 +364,29 @@ class _ClosureBuilder:
         ms = self.ms(entry)
         return [i for i in ms.binders.get(name, []) if ms.stmts[i].kind != "import"]
 
+    def namespace_writers(self, entry: ModuleEntry, name: str) -> list[int]:
+        """The statements that store names into ``entry``'s namespace (pyro's ``locals()[_name]
+        = _PyroDist``), where no statement of it binds ``name`` by name (bindings.lookup
+        assumes they make it)."""
+        ms = self.ms(entry)
+        if name in ms.binders or not entry.facts.namespace_writes:
+            return []
+        lines = set(entry.facts.namespace_writes)
+        return [st.index for st in ms.stmts if st.line in lines]
+
     def add_binders(self, entry: ModuleEntry, name: str,
                     indexes: list[int] | None = None) -> tuple[NodeId, ...]:
         """The statements that bind ``name`` in ``entry`` (or those of ``indexes``), added
         as read for that name."""
-        nodes = tuple(self.add(entry, i) for i in (
-            self.binders(entry, name) if indexes is None else indexes))
+        if indexes is None:
+            indexes = self.binders(entry, name)
+            if not indexes:
+                indexes = self.namespace_writers(entry, name)
+                if indexes:
+                    key: BindKey = ("def", entry.key, name)
+                    self._bind(key)
+                    self.made_at_run_time[key] = tuple(self.add(entry, i) for i in indexes)
+        nodes = tuple(self.add(entry, i) for i in indexes)
         for n in nodes:
             if (n, name) not in self.demanded:
                 self.demanded.add((n, name))
@@ -400,6 +420,7 @@ class _ClosureBuilder:
         self.note_lazy_annotations(nodes, future)
         self.note_unindexed_imports()
         self.note_assumed_externals(nodes)
+        self.note_made_at_run_time()
         self.note_deferred_modules(nodes)
         self.note_module_files(nodes)
         self.note_namespace_readers(nodes)
@@ -520,6 +541,23 @@ class _ClosureBuilder:
         for note, names in sorted(by_note.items()):
             self.notes.append(f"{', '.join(f'`{n}`' for n in sorted(names))}: no corpus module "
                               f"binds {'them' if len(names) > 1 else 'it'}, {note}")
+
+    def note_made_at_run_time(self) -> None:
+        """Names a module makes only by storing into its namespace: a guess, which the header
+        says, one line per module."""
+        by_module: dict[tuple[str, str], list[str]] = {}
+        for key in self.made_at_run_time:
+            by_module.setdefault(key[1], []).append(key[2])
+        for mkey, names in sorted(by_module.items()):
+            entry = self.entries[mkey]
+            lines = entry.facts.namespace_writes
+            many = len(names) > 1
+            self.notes.append(
+                f"{', '.join(f'`{n}`' for n in sorted(names))}: no statement of "
+                f"{entry.facts.relpath} binds {'them' if many else 'it'} by name; assumed "
+                f"made at run time by its line{'s' if len(lines) > 1 else ''} "
+                f"{', '.join(map(str, lines))}, kept here, which store"
+                f"{'' if len(lines) > 1 else 's'} names into its namespace")
 
     def note_unindexed_imports(self) -> None:
         """Imports of an indexed package's modules that its ``paths`` leave out (a source
@@ -727,7 +765,8 @@ class _ClosureBuilder:
             if name != t.name:
                 self.avoid_capture(key, node)
             self.note_ambiguity(entry, t)
-            if t.confidence < 1.0 and t.note and f"{name}: {t.note}" not in self.notes:
+            if t.confidence < 1.0 and t.note and key not in self.made_at_run_time and \
+                    f"{name}: {t.note}" not in self.notes:
                 self.notes.append(f"{name}: {t.note}")  # a pick that is not certain is said
             self.deps.append(Dependency(node, name, "definition", t.qualified, t.how,
                                         t.confidence, load, nodes, t.note))
@@ -1239,7 +1278,8 @@ class _ClosureBuilder:
     def allocate_names(self) -> dict[BindKey, str]:
         taken: dict[str, BindKey] = {}
         out: dict[BindKey, str] = {}
-        for key in self.bind_order:
+        # a name made at run time cannot be renamed: it takes its own first
+        for key in sorted(self.bind_order, key=lambda k: k not in self.made_at_run_time):
             if key in self.shared:
                 continue
             if key[0] == "def" and key[1] in self.objects:

@@ -16,7 +16,7 @@ from typing import Iterable, Iterator
 from nnrag_tui.engine.errors import StoreError
 from nnrag_tui.engine.facts import Block, Guard, ImportRecord, ModuleFacts, Symbol
 
-SCHEMA_VERSION = 6  # 6: sources.prefix (the import root)
+SCHEMA_VERSION = 7  # 7: files.namespace_writes
 BUSY_TIMEOUT_MS = 60_000
 
 SCHEMA = """
@@ -46,6 +46,7 @@ CREATE TABLE files (
     lines INTEGER NOT NULL DEFAULT 0,
     all_names TEXT,
     error TEXT,
+    namespace_writes TEXT NOT NULL DEFAULT '[]',
     UNIQUE (source_id, relpath)
 );
 CREATE INDEX files_module ON files(module);
@@ -213,10 +214,11 @@ class FileIndexStore:
                    (source_id, facts.relpath))
         cur = db.execute(
             "INSERT INTO files(source_id, relpath, module, is_package, sha1, size, mtime_ns,"
-            " lines, all_names, error) VALUES (?,?,?,?,?,?,?,?,?,?)",
+            " lines, all_names, error, namespace_writes) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
             (source_id, facts.relpath, facts.module, int(facts.is_package), facts.sha1,
              facts.size, mtime_ns, facts.lines,
-             _j(list(facts.all_names)) if facts.all_names is not None else None, facts.error))
+             _j(list(facts.all_names)) if facts.all_names is not None else None, facts.error,
+             _j(list(facts.namespace_writes))))
         fid = int(cur.lastrowid)
         db.executemany(
             "INSERT INTO symbols(file_id, name, qualname, kind, line, end_line, col, end_col,"
@@ -289,14 +291,15 @@ class FileIndexStore:
         out = []
         for r in self.db.execute(
             "SELECT s.name, s.priority, f.id, f.relpath, f.module, f.is_package, f.sha1, f.size,"
-            " f.lines, f.all_names, f.error FROM files f JOIN sources s ON s.id=f.source_id"
+            " f.lines, f.all_names, f.error, f.namespace_writes FROM files f"
+            " JOIN sources s ON s.id=f.source_id"
             " ORDER BY s.priority, s.name, f.relpath"
         ):
             fid = r[2]
             out.append((r[0], r[1], fid, ModuleFacts(
                 r[3], r[4], bool(r[5]), r[6], r[7], tuple(syms.pop(fid, ())),
                 tuple(imps.pop(fid, ())), tuple(json.loads(r[9])) if r[9] else None, r[10],
-                r[8])))
+                r[8], tuple(json.loads(r[11])))))
         return out
 
     def source_roots(self) -> dict[str, dict]:

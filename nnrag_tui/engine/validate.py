@@ -32,6 +32,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from nnrag_tui.engine import taxonomy
+from nnrag_tui.engine.namespace import writes_namespace
 from nnrag_tui.engine.taxonomy import Cause, failure_table, format_failure_table  # noqa: F401
 
 STAGES = ("parse", "compile", "static", "import", "instantiate", "forward")
@@ -440,7 +441,12 @@ def known_false_alarms(tree: ast.Module, code: str | None, found: list[dict]
     - a local of the enclosing function read above the line that binds it: tsai's
       ``BN1d(n_in) if n_in == n_out`` in a loop that assigns ``n_in`` two lines below reads
       the previous iteration's value (zuko's case, without the ``noqa``). Not a name the
-      file fails to define, whatever a path that never bound it would raise."""
+      file fails to define, whatever a path that never bound it would raise;
+    - a name read below a module-level statement that stores names into the module's
+      namespace (pyro's ``locals()[_name] = _PyroDist``, which makes ``LKJCholesky``;
+      engine.namespace), or in a function body, which runs later: pyflakes cannot see what
+      such a statement binds, as it cannot for a star import, where it says "may be
+      undefined" and not "undefined"."""
     if not found:
         return set()
     out: set[tuple[str, int]] = set()
@@ -469,6 +475,15 @@ def known_false_alarms(tree: ast.Module, code: str | None, found: list[dict]
         around = [f for f in functions if f.lineno <= u["line"] <= (f.end_lineno or 0)]
         if around and u["name"] in _function_locals(max(around, key=lambda f: f.lineno)):
             out.add((u["name"], u["line"]))
+    writers = [st.lineno for st in tree.body if not isinstance(
+        st, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and writes_namespace(st)]
+    if writers:
+        for u in found:
+            if u.get("kind", "UndefinedName") == "UndefinedName" and (
+                    u["line"] > min(writers) or any(
+                        f.body[0].lineno <= u["line"] <= (f.end_lineno or 0)
+                        for f in functions)):
+                out.add((u["name"], u["line"]))
     return out
 
 
