@@ -182,6 +182,12 @@ MUST = {
         "made at run time by its line 23, kept here"],
     ("dynamic_names", "Gate"): ["    __all__.append(_name)\n\n\nclass Gate(nn.Module):",
                                 "    act_cls = Sigmoid\n"],
+    # a registration in a module the block never imports, but upstream's import of the
+    # block's module runs (through the package's ``__init__``: pyro's "validate_poutine")
+    ("imported_registration", "Net"): [
+        "_DOUBLE = True\n", 'register("double", __name__, "_DOUBLE")\n',
+        "# note: 'double' is registered by irpkg/checks.py:7, which irpkg.net never imports: "
+        "upstream's import of irpkg.net runs it (irpkg.net -> irpkg -> irpkg.checks)"],
     ("globals_lookup", "Net"): ["gLN = GlobLN\nbN = BatchNorm\n", "def get(identifier):",
                                 "glpkg/norms.py looks names up in globals() (lines 22, 28)"],
     ("folder_registry", "Net"): [
@@ -280,6 +286,7 @@ MUST_NOT = {
     ("globals_lookup", "Plain"): ["unrelated", "# note:", "class GlobLN"],
     ("type_checking", "Vocab"): ["adi", "TYPE_CHECKING"],
     ("lazy_annotations", "Net"): ["circular", "lazyann"],
+    ("imported_registration", "Net"): ["unrelated", "never inlined", "import irpkg"],
     ("dynamic_names", "Net"): ["_unrelated", "types.ModuleType", "acts.", "units.", "unresolved"],
     ("dynamic_names", "Gate"): ["_make_units", "class Tanh", "_unrelated", "globals()"],
     ("registry_metaclass", "Net"): ["circular"],

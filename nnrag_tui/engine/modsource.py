@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from nnrag_tui.engine.flow import reads_after_own_binding
+from nnrag_tui.engine.imported_along import literal_calls
 from nnrag_tui.engine.patches import (
     attribute_store_roots,
     call_arguments,
@@ -76,6 +77,7 @@ class ModuleSource:
         self._access: dict[int, tuple[frozenset[str], frozenset[str]]] = {}
         self._locals: dict[int, frozenset[str]] = {}
         self._nested: dict[int, list] = {}
+        self._literal_calls: dict[int, list[tuple[str, str]]] = {}
         self._patch: dict[int, tuple] = {}
 
     def nested_imports(self, st: TopStmt) -> list[tuple[ast.Import | ast.ImportFrom, bool]]:
@@ -112,6 +114,21 @@ class ModuleSource:
                 hit = (attribute_store_roots(st.node), call_arguments(st.node),
                        in_place_roots(st.node))
             self._patch[st.index] = hit
+        return hit
+
+    def literal_calls(self, st: TopStmt, decorators_only: bool = False
+                      ) -> list[tuple[str, str]]:
+        """(callee, string literal) of the calls in ``st`` whose first argument is a string
+        literal (engine.imported_along); of its decorators only for a ``def``/``class`` with
+        ``decorators_only``; cached, and only walked for statements with a quote."""
+        key = -1 - st.index if decorators_only else st.index
+        hit = self._literal_calls.get(key)
+        if hit is None:
+            hit = []
+            if "'" in self.stmt_text(st) or '"' in self.stmt_text(st):
+                nodes = getattr(st.node, "decorator_list", []) if decorators_only else [st.node]
+                hit = [(callee, lit) for node in nodes for callee, lit in literal_calls(node)]
+            self._literal_calls[key] = hit
         return hit
 
     def stmt_text(self, st: TopStmt) -> str:

@@ -27,6 +27,7 @@ from nnrag_tui.engine.dynimport import (
 )
 from nnrag_tui.engine.errors import ResolutionError
 from nnrag_tui.engine.facts import Block, ImportRecord
+from nnrag_tui.engine.imported_along import Edges, imported_along
 from nnrag_tui.engine.modsource import (
     ModuleSource,
     TopStmt,
@@ -158,6 +159,8 @@ class Resolver:
         self.mutators: dict[BindKey, frozenset] = {}  # function -> parameters it changes
         # module -> (line, what) of its statements importing a folder's modules by name
         self._folder_imports: dict[tuple[str, str], list[tuple[int, FolderImport]]] = {}
+        self.import_edges: Edges = {}  # module -> the modules importing it runs directly
+        self._mentions: dict[tuple[tuple[str, str], str], bool] = {}
 
     def is_external(self, module: str) -> bool:
         """torch is always imported, also when its own source is the corpus."""
@@ -197,6 +200,21 @@ class Resolver:
                     _SYS_MODULES_STORE.search(self.module_source(entry).text):
                 return entry.facts.relpath
         return None
+
+    def mentions(self, entry: ModuleEntry, literal: str) -> bool:
+        """Whether a module's file has ``literal`` as a string in quotes: a cheap test before
+        parsing it; cached."""
+        key = (entry.key, literal)
+        hit = self._mentions.get(key)
+        if hit is None:
+            ms = self._sources.get(entry.key)
+            try:
+                data = ms.text.encode("utf-8") if ms is not None else \
+                    (Path(self.roots[entry.source]) / entry.facts.relpath).read_bytes()
+            except OSError:
+                data = b""
+            hit = self._mentions[key] = any(f"{q}{literal}{q}".encode() in data for q in "\"'")
+        return hit
 
     def module_source(self, entry: ModuleEntry) -> ModuleSource:
         ms = self._sources.get(entry.key)
@@ -292,6 +310,8 @@ class _ClosureBuilder:
         # names only a statement storing into its module's namespace makes (engine.namespace)
         # -> the statements inlined for them
         self.made_at_run_time: dict[BindKey, tuple[NodeId, ...]] = {}
+        # (registry, string key) that a statement looks up, already searched for
+        self._keys_sought: set[tuple[BindKey, str]] = set()
         self.modules: dict[tuple[str, str], ModuleSource] = {}
         self.entries: dict[tuple[str, str], ModuleEntry] = {}
         self.shared: dict[BindKey, BindKey] = {}  # binding -> binding whose name it takes
@@ -408,7 +428,8 @@ class _ClosureBuilder:
                 node = self.order[pos]
                 pos += 1
                 self.visit(node)
-            if not (self.add_registry_fillers() | self.add_patches()):
+            if not (self.add_registry_fillers() | self.add_patches()
+                    | self.add_keyed_registrations()):
                 break
         out_names = self.allocate_names()
         nodes = self.emission_order()
@@ -1024,6 +1045,73 @@ class _ClosureBuilder:
                             "registry", 0.8, load and not early, (node,),
                             "fills the registry it reads (decorator or module-level "
                             "statement)"))
+        return added
+
+    def add_keyed_registrations(self) -> bool:
+        """pyro's ``pyro.settings.get("validate_poutine")`` (pyro/nn/module.py) reads what
+        ``settings.register("validate_poutine", __name__, "_VALIDATION_ENABLED")`` in
+        pyro/poutine/util.py registers. The block never imports that module: upstream's import
+        of pyro.nn.module runs it, through the package ``pyro``, whose ``__init__`` imports
+        ``pyro.poutine``. A statement that registers under a string key which the closure passes
+        to a function reading that registry, in a module upstream imports along with the
+        closure's (engine.imported_along), comes along. Returns whether any did."""
+        readers: dict[BindKey, set[BindKey]] = {}  # function -> registries it reads
+        for (user, name), key in self.refs.items():
+            if key in self._registry_keys and user[0] in self.index.entries:
+                ust = self.modules[user[0]].stmts[user[1]]
+                if ust.kind == "function" and name in self.modules[user[0]].access(ust)[0]:
+                    readers.setdefault(("def", user[0], ust.node.name), set()).add(key)  # type: ignore[attr-defined]
+        if not readers:
+            return False
+        sought: dict[tuple[BindKey, str], list[NodeId]] = {}
+        calls = [((user, name), key) for (user, name), key in self.refs.items()]
+        calls += [((user, chain), key) for user, chains in self.chains.items()
+                  for chain, key in chains.items()]
+        for (user, name), key in calls:
+            if key not in readers:
+                continue
+            ms = self.modules[user[0]]
+            for callee, literal in ms.literal_calls(ms.stmts[user[1]]):
+                if callee == name:
+                    for reg in readers[key]:
+                        if (reg, literal) not in self._keys_sought:
+                            sought.setdefault((reg, literal), []).append(user)
+        if not sought:
+            return False
+        self._keys_sought |= set(sought)
+        spanned = [self.index.entries[k] for k in self.modules if k in self.index.entries]
+        along = imported_along(self.index, spanned, self.r.import_edges)
+        literals = sorted({literal for _, literal in sought})
+        added = False
+        for mkey, chain in along.items():
+            entry = self.index.entries[mkey]
+            if mkey in self.modules or self.r.is_external(entry.module) or \
+                    not any(self.r.mentions(entry, literal) for literal in literals):
+                continue
+            ms = self.r.module_source(entry)
+            for st in ms.stmts:
+                if st.kind == "import":
+                    continue
+                for callee, literal in ms.literal_calls(
+                        st, decorators_only=st.kind in ("class", "function")):
+                    t = self.index.resolve_dotted(entry, callee)
+                    if t.kind != "def" or t.entry is None or t.attr:
+                        continue
+                    for reg in self._writes_of(("def", t.entry.key, t.name)):
+                        for user in sought.get((reg, literal), ()):
+                            node = self.add(entry, st.index)
+                            added = True
+                            self.deps.append(Dependency(
+                                user, literal, "definition", f"{entry.module}:{st.line}",
+                                "registry", 0.8, False, (node,),
+                                f"registers {literal!r}, which upstream's import of "
+                                f"{chain[0]} runs ({' -> '.join(chain)})"))
+                            note = (f"{literal!r} is registered by {entry.facts.relpath}:"
+                                    f"{st.line}, which {self.entries[user[0]].module} never "
+                                    f"imports: upstream's import of {chain[0]} runs it "
+                                    f"({' -> '.join(chain)}); kept here")
+                            if note not in self.notes:
+                                self.notes.append(note)
         return added
 
     def construction_reach(self) -> set[NodeId]:
