@@ -188,6 +188,11 @@ MUST = {
         "_DOUBLE = True\n", 'register("double", __name__, "_DOUBLE")\n',
         "# note: 'double' is registered by irpkg/checks.py:7, which irpkg.net never imports: "
         "upstream's import of irpkg.net runs it (irpkg.net -> irpkg -> irpkg.checks)"],
+    # a TypeVar's string bound is an annotation (pyflakes reads it as one): the class it
+    # names comes along, and a clash rename reaches inside the string (botorch)
+    ("typevar_bound", "Net"): ['TNet = TypeVar("TNet", bound="Tuned_models")\n',
+                               "class Tuned_models(Net):",
+                               "tvpkg/models.py:8: renamed `Tuned` -> `Tuned_models`"],
     ("globals_lookup", "Net"): ["gLN = GlobLN\nbN = BatchNorm\n", "def get(identifier):",
                                 "glpkg/norms.py looks names up in globals() (lines 22, 28)"],
     ("folder_registry", "Net"): [

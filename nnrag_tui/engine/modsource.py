@@ -324,7 +324,7 @@ def _classes_and_annotations(node: ast.stmt) -> tuple[list[tuple[ast.ClassDef, b
     assignments). Both are statements or parts of a ``def``, never inside an expression (a
     lambda's arguments take no annotation), so the walk follows statement blocks only."""
     classes: list[tuple[ast.ClassDef, bool]] = []
-    annotations: list[ast.expr] = []
+    annotations: list[ast.expr] = list(typevar_strings(node))
     stack: list[tuple[ast.AST, bool]] = [(node, False)]
     while stack:
         n, in_function = stack.pop()
@@ -343,6 +343,19 @@ def _classes_and_annotations(node: ast.stmt) -> tuple[list[tuple[ast.ClassDef, b
         for block in _BLOCKS:  # handlers: except clauses; cases: match arms
             stack.extend((child, in_function) for child in getattr(n, block, ()))
     return classes, annotations
+
+
+def typevar_strings(node: ast.stmt) -> list[ast.Constant]:
+    """The string forward references of a module-level ``T = TypeVar("T", bound="Model")``
+    (its bound and constraints), which pyflakes reads as annotations: botorch's
+    ``TFullyBayesianSingleTaskGP`` names a class its module defines further down."""
+    if not isinstance(node, (ast.Assign, ast.AnnAssign)) or not isinstance(node.value, ast.Call):
+        return []
+    call = node.value
+    if (_dotted(call.func) or "").rsplit(".", 1)[-1] != "TypeVar":
+        return []
+    exprs = [*call.args[1:], *(k.value for k in call.keywords if k.arg == "bound")]
+    return [c for e in exprs for c in annotation_strings(e)]
 
 
 def _parsed_strings(annotations: list[ast.expr]):

@@ -21,7 +21,7 @@ import symtable
 from contextlib import contextmanager
 from functools import lru_cache
 
-from nnrag_tui.engine.modsource import annotation_strings, class_early_reads
+from nnrag_tui.engine.modsource import annotation_strings, class_early_reads, typevar_strings
 from nnrag_tui.engine.parse import resolve_relative
 
 _RELATIVE = re.compile(r"\bfrom\s+\.")
@@ -293,12 +293,14 @@ class _Walker:
                 self.visit_annotation(node.annotation, table)
                 if node.value is not None:
                     self.visit(node.value, table)
+            self.visit_typevar_strings(node, table)
             return
         if isinstance(node, ast.Assign) and node is self.top:
             for t in node.targets:
                 self.visit(t, table)
             with self.evaluated_first(node):
                 self.visit(node.value, table)
+            self.visit_typevar_strings(node, table)
             return
         if isinstance(node, (ast.Import, ast.ImportFrom)) and (
                 self.guarded or self.renames or self.home):
@@ -320,6 +322,12 @@ class _Walker:
         self.visit(node, table)
         for c in annotation_strings(node):
             self.visit_string_annotation(c, table)
+
+    def visit_typevar_strings(self, node: ast.stmt, table) -> None:
+        """``TypeVar("T", bound="Model")`` at module level: its strings are annotations."""
+        if node is self.top:
+            for c in typevar_strings(node):
+                self.visit_string_annotation(c, table)
 
     def visit_string_annotation(self, c: ast.Constant, table) -> None:
         """Renames inside a one-line string annotation written without escapes or prefixes:
