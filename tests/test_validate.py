@@ -1129,3 +1129,41 @@ def test_names_a_namespace_store_makes_do_not_fail_the_static_stage(incremental)
         bad = source_stages(code, "/tmp/rt.py", cache=cache)
         assert bad.verdicts[2].stage == "static" and not bad.verdicts[2].ok
         assert {u["name"] for u in bad.verdicts[2].detail["undefined"]} == names
+
+
+ANNOTATED_GLOBAL = '''
+import threading
+
+PipeModel: threading.Lock
+
+
+class Wrapper:
+    @staticmethod
+    def register(model):
+        global PipeModel
+        PipeModel = model
+
+    @staticmethod
+    def forward():
+        model = PipeModel
+        return model
+'''
+
+
+@pytest.mark.parametrize("incremental", [False, True])
+def test_a_global_a_function_assigns_below_its_annotation_is_not_undefined(incremental):
+    """fairscale's ``PipeModel: AsyncPipe`` at module level, assigned by a method after
+    ``global PipeModel``: pyflakes calls the read in the next method undefined (in upstream's
+    file too); the static stage does not. Without the assignment the annotation alone binds
+    nothing, and the name is undefined."""
+    from nnrag_tui.engine.validate import StaticCache, source_stages
+
+    cache = StaticCache() if incremental else None
+    ok = source_stages(ANNOTATED_GLOBAL, "/tmp/ag.py", cache=cache)
+    assert [(v.stage, v.ok) for v in ok.verdicts][:3] == [
+        ("parse", True), ("compile", True), ("static", True)]
+    unset = ANNOTATED_GLOBAL.replace("        global PipeModel\n        PipeModel = model\n",
+                                     "        print(model)\n")
+    bad = source_stages(unset, "/tmp/ag.py", cache=cache)
+    assert bad.verdicts[2].stage == "static" and not bad.verdicts[2].ok
+    assert {u["name"] for u in bad.verdicts[2].detail["undefined"]} == {"PipeModel"}

@@ -446,7 +446,11 @@ def known_false_alarms(tree: ast.Module, code: str | None, found: list[dict]
       namespace (pyro's ``locals()[_name] = _PyroDist``, which makes ``LKJCholesky``;
       engine.namespace), or in a function body, which runs later: pyflakes cannot see what
       such a statement binds, as it cannot for a star import, where it says "may be
-      undefined" and not "undefined"."""
+      undefined" and not "undefined";
+    - a name the module declares with an annotation alone (fairscale's ``PipeModel:
+      AsyncPipe``) and a function assigns after ``global PipeModel``: a module-level name
+      bound when that function runs, which pyflakes misses in some of the functions reading
+      it (it says the same of upstream's file)."""
     if not found:
         return set()
     out: set[tuple[str, int]] = set()
@@ -475,6 +479,13 @@ def known_false_alarms(tree: ast.Module, code: str | None, found: list[dict]
         around = [f for f in functions if f.lineno <= u["line"] <= (f.end_lineno or 0)]
         if around and u["name"] in _function_locals(max(around, key=lambda f: f.lineno)):
             out.add((u["name"], u["line"]))
+    declared = {st.target.id for st in tree.body if isinstance(st, ast.AnnAssign)
+                and st.value is None and isinstance(st.target, ast.Name)}
+    if declared:
+        set_in_functions = {name for f in functions for name in _assigned_globals(f)}
+        out.update((u["name"], u["line"]) for u in found
+                   if u.get("kind", "UndefinedName") == "UndefinedName"
+                   and u["name"] in declared & set_in_functions)
     writers = [st.lineno for st in tree.body if not isinstance(
         st, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and writes_namespace(st)]
     if writers:
@@ -485,6 +496,15 @@ def known_false_alarms(tree: ast.Module, code: str | None, found: list[dict]
                         for f in functions)):
                 out.add((u["name"], u["line"]))
     return out
+
+
+def _assigned_globals(func: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
+    """Names a function declares ``global`` and assigns in its own body."""
+    declared = {n for st in ast.walk(func) if isinstance(st, ast.Global) for n in st.names}
+    if not declared:
+        return set()
+    return {n.id for n in ast.walk(func) if isinstance(n, ast.Name)
+            and isinstance(n.ctx, ast.Store) and n.id in declared}
 
 
 def _function_locals(func: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
@@ -843,8 +863,9 @@ def module_bindings(tree: ast.Module, global_lines: set[int] | None = None
             elif isinstance(st, ast.Assign):
                 for t in st.targets:
                     targets(t)
-            elif isinstance(st, (ast.AnnAssign, ast.AugAssign)):
-                targets(st.target)
+            elif isinstance(st, ast.AugAssign) or (isinstance(st, ast.AnnAssign)
+                                                   and st.value is not None):
+                targets(st.target)  # ``X: T`` alone binds nothing, for pyflakes as for Python
             elif isinstance(st, (ast.For, ast.AsyncFor)):
                 targets(st.target)
                 block(st.body)
