@@ -326,6 +326,7 @@ class _ClosureBuilder:
         self.by_name_fillers: dict[tuple[str, str], list[NodeId]] = {}
         # module objects (engine.moduleobject): their key -> (members, the name to give it)
         self.objects: dict[tuple[str, str], tuple[list[tuple[str, Target]], str]] = {}
+        self.object_notes: dict[tuple[str, str], int] = {}  # module object -> its note
 
     # -- graph -----------------------------------------------------------------------------
     def ms(self, entry: ModuleEntry) -> ModuleSource:
@@ -359,6 +360,7 @@ class _ClosureBuilder:
             self.modules[key] = object_source(mentry.module, [n for n, _ in members])
             self.entries[key] = mentry
             self.objects[key] = (members, name)
+            self.object_notes[key] = len(self.notes)
             self.notes.append(
                 f"`{name}` is a module object standing in for {mentry.module}, which {user} "
                 f"uses as a value: it holds the {len(members)} name"
@@ -432,6 +434,10 @@ class _ClosureBuilder:
                     | self.add_keyed_registrations()):
                 break
         out_names = self.allocate_names()
+        for key, i in self.object_notes.items():  # the name a clash may have changed
+            wanted, final = self.objects[key][1], out_names.get(("def", key, MODULE_OBJECT))
+            if final and final != wanted:
+                self.notes[i] = self.notes[i].replace(f"`{wanted}`", f"`{final}`", 1)
         nodes = self.emission_order()
         future: list[str] = []
         for key in {n[0] for n in nodes}:
@@ -913,9 +919,13 @@ class _ClosureBuilder:
             self.deps.append(Dependency(node, rec.bound, "definition", t.qualified,
                                         "guarded", t.confidence, True, nodes))
         elif t.kind == "module" and t.entry is not None:
-            self.guarded[(node, rec.line, rec.bound)] = None
-            self.notes.append(f"{entry.module}:{rec.line}: guarded import of corpus "
-                              f"module {t.name} dropped")
+            # ``except ImportError: from .. import triton_missing as dummy`` then
+            # ``dummy.DummyImport()`` (spikingjelly): the name stands for the module object
+            obj = self.module_object(t.entry, rec.bound, f"{entry.module}:{rec.line}")
+            key = ("def", obj[0], MODULE_OBJECT)
+            self.guarded[(node, rec.line, rec.bound)] = key
+            self.deps.append(Dependency(node, rec.bound, "definition", t.name, "module-object",
+                                        1.0, True, (obj,)))
 
     def visit_local_imports(self, node: NodeId, entry: ModuleEntry, st: TopStmt) -> None:
         """Imports inside a function (timm's ``def load_pretrained(...): from

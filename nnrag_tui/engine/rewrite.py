@@ -278,6 +278,13 @@ class _Walker:
                 self.ed.add(node, new, "`__doc__` -> upstream's module docstring"
                             if node.id == "__doc__" else f"renamed `{node.id}` -> `{new}`")
             return
+        if isinstance(node, ast.ExceptHandler) and node.name and table.get_type() == "module":
+            # ``except ImportError as e:`` at module level binds the global ``e``, which a
+            # clash may rename: its reads are renamed, so the name after ``as`` is too
+            new = self.renames.get(node.name)
+            span = self.handler_name_span(node) if new and new != node.name else None
+            if span is not None:
+                self.ed.add_span(span, new, f"renamed `{node.name}` -> `{new}`")
         if isinstance(node, ast.Global):
             for i, n in enumerate(node.names):
                 if n in self.renames:
@@ -308,6 +315,16 @@ class _Walker:
             return
         for child in ast.iter_child_nodes(node):
             self.visit(child, table)
+
+    def handler_name_span(self, node: ast.ExceptHandler) -> tuple[int, int, int, int] | None:
+        """Where the name after ``as`` of an ``except`` clause is (ast gives no position)."""
+        line, col = (node.type.end_lineno, node.type.end_col_offset) if node.type is not None \
+            else (node.lineno, node.col_offset)
+        if line is None or col is None:
+            return None
+        m = re.compile(rb"\s+as\s+(" + re.escape(node.name.encode()) + rb")\b").match(
+            self.ed.lines[line - 1], col)
+        return (line, m.start(1), line, m.end(1)) if m else None
 
     def visit_arguments_outer(self, args: ast.arguments, table) -> None:
         for default in [*args.defaults, *[d for d in args.kw_defaults if d is not None]]:
