@@ -223,3 +223,61 @@ def test_a_folder_found_through_file_brings_the_files_named_elsewhere(tmp_path):
     spec.loader.exec_module(mod)  # opened as the file imports
     import torch
     assert mod.Scaled()(torch.ones(1)).item() == 3.0
+
+
+def test_a_directory_named_by_nothing_else_brings_the_files_named_below_it(tmp_path):
+    """enformer's ``DIR = Path(__file__).parents[0]`` names no file or folder itself, and the
+    next statement loads ``DIR / "precomputed" / "tf_gammas.pt"`` as the module imports: the
+    file that statement names comes along, and a file nothing names does not."""
+    root = write_tree(tmp_path / "repo", {
+        "epkg/__init__.py": "",
+        "epkg/model.py": (
+            "import json\nfrom pathlib import Path\n\nfrom torch import nn\n\n"
+            "DIR = Path(__file__).parents[0]\n"
+            "GAINS = json.loads((DIR / \"precomputed\" / \"gains.json\").read_text())\n\n\n"
+            "class Gained(nn.Module):\n    def forward(self, x):\n"
+            "        return x * GAINS[\"gain\"]\n"),
+        "epkg/precomputed/gains.json": '{"gain": 3.0}\n',
+        "epkg/precomputed/other.json": "{}\n",
+    })
+    with BlockExtractor(path_config({"e": root}), cache_dir=tmp_path / "cache",
+                        data_dir=tmp_path / "data") as ex:
+        ex.index()
+        res = ex.extract_single_block("Gained")
+    assert res.generated.spec["files"] == ["precomputed/gains.json"]
+    out = tmp_path / "out"
+    res.write(out)
+    assert not (out / "precomputed/other.json").exists()
+    spec = importlib.util.spec_from_file_location("e_gained", out / "Gained.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)  # read as the file imports
+    import torch
+    assert mod.Gained()(torch.ones(1)).item() == 3.0
+
+
+def test_a_file_above_the_module_folder_is_named_and_not_written(tmp_path):
+    """facenet's ``PNet`` loads ``os.path.join(os.path.dirname(__file__), "../data/pnet.pt")``:
+    beside a generated file that path is above its folder, where nnrag writes nothing, so the
+    header names the upstream file and says to put it there."""
+    root = write_tree(tmp_path / "repo", {
+        "fpkg/__init__.py": "",
+        "fpkg/models/__init__.py": "",
+        "fpkg/models/net.py": (
+            "import os\n\nfrom torch import nn\n\n\nclass PNet(nn.Module):\n"
+            "    def __init__(self):\n        super().__init__()\n"
+            "        self.path = os.path.join(os.path.dirname(__file__), \"../data/pnet.pt\")\n\n"
+            "    def forward(self, x):\n        return x\n"),
+        "fpkg/data/pnet.pt": b"\0weights",
+    })
+    with BlockExtractor(path_config({"f": root}), cache_dir=tmp_path / "cache",
+                        data_dir=tmp_path / "data") as ex:
+        ex.index()
+        res = ex.extract_single_block("PNet")
+    assert "files" not in res.generated.spec
+    assert ("`PNet` (fpkg/models/net.py:6) reads fpkg/data/pnet.pt (as ../data/pnet.pt), above "
+            "this file's folder, where nnrag does not write: put it there yourself"
+            in res.generated.code)
+    out = tmp_path / "out" / "blocks"
+    res.write(out)
+    assert sorted(p.name for p in out.parent.rglob("*")) == ["PNet.py", "PNet.spec.json",
+                                                           "blocks"]

@@ -60,7 +60,28 @@ class ModuleFiles:
         folders = {w for w in wanted if any(f.startswith(w + "/") for f in files)}
         found |= {f for f in files for d in folders if f.startswith(d + "/")
                   for w in elsewhere if f.endswith("/" + w)}
+        if not found and not folders and not any(w.startswith("../") for w in wanted):
+            # enformer's ``DIR = Path(__file__).parents[0]``, named by nothing but the
+            # directory: the files the other statements name under it (``DIR / "precomputed"
+            # / "tf_gammas.pt"``)
+            found = {f for f in files for w in elsewhere if f == w or f.endswith("/" + w)}
         return [(Path(module_dir, f).as_posix(), f) for f in sorted(found)[:MAX_SHOWN]]
+
+    @staticmethod
+    def outside(root: str, relpath: str, node: ast.stmt) -> list[tuple[str, str]]:
+        """(path from the source root, path as written) of each file a string literal of
+        ``node`` names above the module's directory (facenet's ``os.path.join(
+        os.path.dirname(__file__), "../data/pnet.pt")``): files nnrag does not write, since
+        they would go outside the folder of the generated file."""
+        module_dir = os.path.dirname(relpath)
+        out = []
+        for w in sorted(literals(node)):
+            if not w.startswith("../"):
+                continue
+            up = os.path.normpath(os.path.join(module_dir, w)).replace(os.sep, "/")
+            if not up.startswith("../") and os.path.isfile(os.path.join(root, up)):
+                out.append((up, w))
+        return out[:MAX_SHOWN]
 
 
 def literals(node: ast.stmt) -> frozenset[str]:

@@ -532,9 +532,11 @@ class _ClosureBuilder:
             st = ms.stmts[i]
             if "__file__" not in ms.stmt_text(st) or not uses_module_file(st.node):
                 continue
-            if elsewhere is None:
+            if elsewhere is None:  # what the statements without ``__file__`` name
                 elsewhere = frozenset().union(*(
-                    literals(self.modules[k].stmts[j].node) for k, j in nodes))
+                    literals(self.modules[k].stmts[j].node) for k, j in nodes
+                    if "__file__" not in self.modules[k].stmt_text(self.modules[k].stmts[j])
+                    or not uses_module_file(self.modules[k].stmts[j].node)))
             entry = self.entries[key]
             root = self.r.roots.get(entry.source)
             found = self.r.module_files.named(root, entry.facts.relpath, st.node,
@@ -542,11 +544,18 @@ class _ClosureBuilder:
             any_found |= bool(found)
             what = ", ".join(f"`{b}`" for b in sorted(st.binds)) or "a statement"
             part = f"{what} ({entry.facts.relpath}:{st.line})"
+            outside = self.r.module_files.outside(root, entry.facts.relpath, st.node) \
+                if root else []
             if found:
                 part += " reads " + ", ".join(f"{up} (as {rel})" for up, rel in found)
                 for up, rel in found:
                     if rel not in {r for _, r in self.module_files}:
                         self.module_files.append((os.path.join(root, up), rel))
+            if outside:
+                part += (" reads " if not found else " and ") + ", ".join(
+                    f"{up} (as {rel})" for up, rel in outside) + (
+                    ", above this file's folder, where nnrag does not write: put "
+                    f"{'them' if len(outside) > 1 else 'it'} there yourself")
             parts.append(part)
         if parts:
             self.notes.append(
