@@ -270,3 +270,70 @@ def test_initial_weights_equal_within_rounding_are_not_a_difference(tmp_path):
     scaled = ROUNDED_INIT.replace("* 3.0 / 3.0", "* 1.01")
     r = compare(tmp_path, scaled, ROUNDED_INIT, "Fitted")
     assert r["verdict"] == "differs" and "coef" in r["reason"], r
+
+
+# tsai's MiniRocketFeatures: ``np.random.seed(None)`` in forward draws its biases from a source
+# no seed fixes, so upstream differs from itself
+UNSEEDED = '''\
+import os
+
+import torch
+from torch import nn
+
+
+class Drawn(nn.Module):
+    def __init__(self, width: int = 8):
+        super().__init__()
+        self.fc = nn.Linear(width, width)
+
+    def forward(self, x):
+        return self.fc(x) + float(int.from_bytes(os.urandom(3), "big"))
+'''
+
+
+def test_an_upstream_that_differs_from_itself_is_not_comparable(tmp_path):
+    r = compare(tmp_path, UNSEEDED, UNSEEDED, "Drawn")
+    assert r["verdict"] == "not_comparable", r
+    assert "upstream itself gives another eval output" in r["reason"], r
+
+
+def test_an_output_upstream_reproduces_still_differs(tmp_path):
+    deterministic = UNSEEDED.replace(' + float(int.from_bytes(os.urandom(3), "big"))', "")
+    r = compare(tmp_path, deterministic.replace("return self.fc(x)", "return 2 * self.fc(x)"),
+                deterministic, "Drawn")
+    assert r["verdict"] == "differs" and "eval output: values differ" in r["reason"], r
+
+
+# pretrainedmodels' ResNeXt101_32x4d holds ``resnext101_32x4d_features``, an nn.Sequential its
+# module builds as it is imported: its weights come from the random state of that moment
+IMPORT_TIME = '''\
+import torch
+from torch import nn
+
+torch.randn(7)  # whatever ran before: the generated file's import draws differently
+features = nn.Sequential(nn.Linear(8, 8), nn.ReLU())
+
+
+class Shared(nn.Module):
+    def __init__(self, width: int = 8):
+        super().__init__()
+        self.features = features
+        self.head = nn.Linear(width, width)
+
+    def forward(self, x):
+        return self.head(self.features(x))
+'''
+
+
+def test_weights_of_a_module_built_at_import_are_not_compared(tmp_path):
+    generated = IMPORT_TIME.replace("torch.randn(7)  #", "#")
+    r = compare(tmp_path, generated, IMPORT_TIME, "Shared")
+    assert r["verdict"] == "same", r
+    assert any("builds when its file is imported" in n and "features.0" in n
+               for n in r["notes"]), r
+    # a weight the constructor makes is still compared
+    edited = generated.replace("        self.head = nn.Linear(width, width)\n",
+                               "        self.head = nn.Linear(width, width)\n"
+                               "        nn.init.zeros_(self.head.bias)\n")
+    r = compare(tmp_path, edited, IMPORT_TIME, "Shared")
+    assert r["verdict"] == "differs" and "head.bias" in r["reason"], r
