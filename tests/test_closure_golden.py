@@ -178,16 +178,16 @@ MUST = {
         "        locals()[_name] = _Wrapped\n", "globals().update(_make_units(1.0))\n",
         "        self.gelu = GELU()\n", "        self.sigmoid = Sigmoid()\n", ") * kcal\n",
         "`acts.Sigmoid` -> `Sigmoid` (inlined)",
-        "# note: `GELU`, `Sigmoid`: no statement of dnpkg/acts.py binds them by name; assumed "
-        "made at run time by its line 23, kept here"],
+        ("# note: `GELU`, `Sigmoid`: no statement of dnpkg/acts.py binds them by name; assumed "
+         "made at run time by its line 23, kept here")],
     ("dynamic_names", "Gate"): ["    __all__.append(_name)\n\n\nclass Gate(nn.Module):",
                                 "    act_cls = Sigmoid\n"],
     # a registration in a module the block never imports, but upstream's import of the
     # block's module runs (through the package's ``__init__``: pyro's "validate_poutine")
     ("imported_registration", "Net"): [
         "_DOUBLE = True\n", 'register("double", __name__, "_DOUBLE")\n',
-        "# note: 'double' is registered by irpkg/checks.py:7, which irpkg.net never imports: "
-        "upstream's import of irpkg.net runs it (irpkg.net -> irpkg -> irpkg.checks)"],
+        ("# note: 'double' is registered by irpkg/checks.py:7, which irpkg.net never imports: "
+         "upstream's import of irpkg.net runs it (irpkg.net -> irpkg -> irpkg.checks)")],
     # a TypeVar's string bound is an annotation (pyflakes reads it as one): the class it
     # names comes along, and a clash rename reaches inside the string (botorch)
     ("typevar_bound", "Net"): ['TNet = TypeVar("TNet", bound="Tuned_models")\n',

@@ -43,7 +43,12 @@ CORPUS = {
         "        super().__init__()\n"
         "        self.scale = scale\n\n"
         "    def forward(self, x):\n"
-        "        return double(x) * self.scale\n"),
+        "        return double(x) * self.scale\n\n"
+        # pykan's fit: a global the method binds itself, read after it
+        "    def fit(self, x):\n"
+        "        global last_loss\n"
+        "        last_loss = float(self(x).sum())\n"
+        "        return last_loss\n"),
 }
 
 
@@ -96,3 +101,12 @@ def test_the_file_computes_what_upstream_does(scaled):
                         capture_output=True, text=True, check=False)
     assert up.returncode == 0, up.stderr
     assert run.stdout.strip() == up.stdout.strip() == "6.0"
+
+
+def test_a_global_the_block_binds_itself_is_no_guess(scaled):
+    """pykan's ``fit`` declares ``global train_loss, reg_`` and assigns them: the statement
+    binds the names itself, so they are no names to import from ``from sympy import *``
+    (``from sympy import reg_`` failed on import)."""
+    code = scaled[1].generated.code
+    assert "last_loss" not in code.split("class Scaled")[0]
+    assert "        global last_loss\n        last_loss = float(self(x).sum())\n" in code

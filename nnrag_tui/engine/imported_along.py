@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import ast
 from collections import deque
-from typing import Iterable, Iterator
+from collections.abc import Iterable, Iterator
 
 from nnrag_tui.engine.bindings import ModuleEntry, ModuleIndex
 from nnrag_tui.engine.parse import dotted

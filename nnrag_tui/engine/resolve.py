@@ -791,6 +791,11 @@ class _ClosureBuilder:
 
     def follow(self, node: NodeId, entry: ModuleEntry, st: TopStmt, name: str, t: Target,
                load: bool, assigned_global: set[str]) -> None:
+        if t.how == "heuristic" and name in assigned_global:
+            # ``global reg_`` then ``reg_ = ...`` in pykan's ``fit``: the statement binds the
+            # name itself, so a guess at where else it comes from (``from sympy import *``)
+            # has nothing to do
+            return
         if t.kind == "def" and t.entry is not None and self.r.is_external(t.entry.module):
             t = Target("external", f"{t.entry.module}.{t.name}", how=t.how,
                        confidence=t.confidence, note="torch is always imported, never inlined")
@@ -1079,7 +1084,8 @@ class _ClosureBuilder:
             if key in self._registry_keys and user[0] in self.index.entries:
                 ust = self.modules[user[0]].stmts[user[1]]
                 if ust.kind == "function" and name in self.modules[user[0]].access(ust)[0]:
-                    readers.setdefault(("def", user[0], ust.node.name), set()).add(key)  # type: ignore[attr-defined]
+                    fname = ust.node.name  # type: ignore[attr-defined]
+                    readers.setdefault(("def", user[0], fname), set()).add(key)
         if not readers:
             return False
         sought: dict[tuple[BindKey, str], list[NodeId]] = {}
