@@ -210,19 +210,26 @@ def test_a_folder_found_through_file_brings_the_files_named_elsewhere(tmp_path):
         "rpkg/resources/scales.json": '{"gain": 3.0}\n',
         "rpkg/resources/other.json": "{}\n",
     })
+    out, mod = written_and_imported(tmp_path, root, "Scaled", ["resources/scales.json"])
+    assert not (out / "resources/other.json").exists()
+    import torch
+    assert mod.Scaled()(torch.ones(1)).item() == 3.0
+
+
+def written_and_imported(tmp_path, root, block: str, files: list[str]):
+    """``block`` of the repository at ``root`` extracted with the files its spec must list,
+    written with them to ``tmp_path/out``, and imported from there."""
     with BlockExtractor(path_config({"r": root}), cache_dir=tmp_path / "cache",
                         data_dir=tmp_path / "data") as ex:
         ex.index()
-        res = ex.extract_single_block("Scaled")
-    assert res.generated.spec["files"] == ["resources/scales.json"]
+        res = ex.extract_single_block(block)
+    assert res.generated.spec["files"] == files
     out = tmp_path / "out"
     res.write(out)
-    assert not (out / "resources/other.json").exists()
-    spec = importlib.util.spec_from_file_location("r_scaled", out / "Scaled.py")
+    spec = importlib.util.spec_from_file_location(f"written_{block}", out / f"{block}.py")
     mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)  # opened as the file imports
-    import torch
-    assert mod.Scaled()(torch.ones(1)).item() == 3.0
+    spec.loader.exec_module(mod)  # the files are read as the file imports
+    return out, mod
 
 
 def test_a_directory_named_by_nothing_else_brings_the_files_named_below_it(tmp_path):
@@ -240,17 +247,8 @@ def test_a_directory_named_by_nothing_else_brings_the_files_named_below_it(tmp_p
         "epkg/precomputed/gains.json": '{"gain": 3.0}\n',
         "epkg/precomputed/other.json": "{}\n",
     })
-    with BlockExtractor(path_config({"e": root}), cache_dir=tmp_path / "cache",
-                        data_dir=tmp_path / "data") as ex:
-        ex.index()
-        res = ex.extract_single_block("Gained")
-    assert res.generated.spec["files"] == ["precomputed/gains.json"]
-    out = tmp_path / "out"
-    res.write(out)
+    out, mod = written_and_imported(tmp_path, root, "Gained", ["precomputed/gains.json"])
     assert not (out / "precomputed/other.json").exists()
-    spec = importlib.util.spec_from_file_location("e_gained", out / "Gained.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)  # read as the file imports
     import torch
     assert mod.Gained()(torch.ones(1)).item() == 3.0
 

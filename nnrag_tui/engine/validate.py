@@ -499,7 +499,8 @@ def known_false_alarms(tree: ast.Module, code: str | None, found: list[dict]
 
 
 def _assigned_globals(func: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
-    """Names a function declares ``global`` and assigns in its own body."""
+    """Names a function declares ``global`` and assigns, in its nested functions too
+    (pykan's ``fit`` does so in the closure it hands to the optimizer)."""
     declared = {n for st in ast.walk(func) if isinstance(st, ast.Global) for n in st.names}
     if not declared:
         return set()
