@@ -481,11 +481,14 @@ def test_memory_limit_binds_the_whole_process_tree():
         assert sorted(res.protections["tree_limits"]) == ["memory", "pids"]
         assert end(res, "import") is not None or res.exit.get("signal") == "SIGKILL"
         held = res.output.count("holding")
-        assert held < 4, res.output  # at most three of the four fit under the tree's 3 GiB
         assert res.exit.get("oom_kills") or "ends" in res.output
         if "ends" in res.output:  # the block's own process survived: its children did not
             statuses = eval(res.output.split("ends ", 1)[1].splitlines()[0])
-            assert any(os.WIFSIGNALED(s) and os.WTERMSIG(s) == 9 for s in statuses)
+            # the OOM killer picks its victim once the tree goes over 3 GiB, which may be a
+            # child that already holds its 1 GiB: then all four print "holding", in turn
+            assert any(os.WIFSIGNALED(s) and os.WTERMSIG(s) == 9 for s in statuses), res.output
+        else:
+            assert held < 4, res.output  # at most three of the four fit under the tree's 3 GiB
         assert_still_works(sb)
         worker = sb.worker_pid
     # the job cgroups are gone once the worker is (what a killed worker leaves, the next
