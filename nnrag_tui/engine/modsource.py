@@ -78,6 +78,7 @@ class ModuleSource:
         self._locals: dict[int, frozenset[str]] = {}
         self._nested: dict[int, list] = {}
         self._literal_calls: dict[int, list[tuple[str, str]]] = {}
+        self._dotted_reads: dict[int, DottedReads] = {}
         self._patch: dict[int, tuple] = {}
 
     def nested_imports(self, st: TopStmt) -> list[tuple[ast.Import | ast.ImportFrom, bool]]:
@@ -130,6 +131,14 @@ class ModuleSource:
                 hit = [(callee, lit) for node in nodes for callee, lit in literal_calls(node)]
             self._literal_calls[key] = hit
         return hit
+
+    def reads_bare(self, st: TopStmt, dotted: str, resolved: set[str]) -> bool:
+        """``reads_bare`` of the statement, its walk cached: a module used as a value is asked
+        about once per chain (pyro's and escnn's classes read dozens)."""
+        walked = self._dotted_reads.get(st.index)
+        if walked is None:
+            walked = self._dotted_reads[st.index] = dotted_reads(st.node)
+        return reads_bare(st.node, dotted, resolved, walked)
 
     def stmt_text(self, st: TopStmt) -> str:
         return "".join(self.lines[st.line - 1 : st.end_line])
@@ -460,23 +469,47 @@ def all_chains(node: ast.stmt, root: str) -> set[str]:
     return out
 
 
-def reads_bare(node: ast.stmt, dotted: str, resolved: set[str]) -> bool:
+DottedReads = tuple[dict[str, list[int]], dict[int, list[str]]]
+
+
+def dotted_reads(node: ast.stmt) -> DottedReads:
+    """One walk of a statement for ``reads_bare``: (dotted text -> the ids of the names and
+    attribute chains read with that text, node id -> the dotted texts of the attribute chains
+    that hold the node: ``a.b.c`` holds ``a.b.c``, ``a.b`` and ``a``)."""
+    reads: dict[str, list[int]] = {}
+    holders: dict[int, list[str]] = {}
+    for sub in ast.walk(node):
+        if not isinstance(sub, (ast.Name, ast.Attribute)):
+            continue
+        d = _dotted(sub)
+        if d is None:
+            continue
+        if isinstance(sub.ctx, ast.Load):
+            reads.setdefault(d, []).append(id(sub))
+        if isinstance(sub, ast.Attribute):
+            inner: ast.expr = sub
+            while isinstance(inner, ast.Attribute):
+                holders.setdefault(id(inner), []).append(d)
+                inner = inner.value
+            holders.setdefault(id(inner), []).append(d)
+    return reads, holders
+
+
+def reads_bare(node: ast.stmt, dotted: str, resolved: set[str],
+               walked: DottedReads | None = None) -> bool:
     """Whether the statement reads ``dotted`` (a name, or a chain such as ``litgpt.lora``)
     other than inside a chain that is or extends one in ``resolved`` (``getattr(vit, name)``
-    beside ``vit.Backbone``): there the module itself is the value."""
-    covered: set[int] = set()
-    for sub in ast.walk(node):
-        if isinstance(sub, ast.Attribute) and id(sub) not in covered:
-            d = _dotted(sub)
-            if d and any(d == c or d.startswith(c + ".") for c in resolved):
-                inner: ast.expr = sub
-                while isinstance(inner, ast.Attribute):
-                    covered.add(id(inner))
-                    inner = inner.value
-                covered.add(id(inner))
-    return any(isinstance(sub, (ast.Name, ast.Attribute)) and id(sub) not in covered
-               and isinstance(sub.ctx, ast.Load) and _dotted(sub) == dotted
-               for sub in ast.walk(node))
+    beside ``vit.Backbone``): there the module itself is the value. ``walked``: the
+    statement's ``dotted_reads``, when the caller keeps them."""
+    reads, holders = walked if walked is not None else dotted_reads(node)
+    ids = reads.get(dotted)
+    if not ids:
+        return False
+
+    def covering(d: str) -> bool:
+        return any(d == c or d.startswith(c + ".") for c in resolved)
+
+    return any(not any(covering(h) for h in holders.get(i, ())) for i in ids)
 
 
 REGISTRY_WRITES = frozenset({"add", "append", "extend", "insert", "update", "setdefault",

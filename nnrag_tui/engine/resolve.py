@@ -36,7 +36,6 @@ from nnrag_tui.engine.modsource import (
     demangled,
     holds_container,
     named_with_module,
-    reads_bare,
     registered_values,
 )
 from nnrag_tui.engine.modulefiles import ModuleFiles, literals, uses_module_file
@@ -842,6 +841,7 @@ class _ClosureBuilder:
                       t: Target, load: bool) -> None:
         """A name bound to a corpus module: each ``mod.X`` chain becomes a dependency on X and
         is rewritten to X's name in the generated file."""
+        ms = self.modules[node[0]]  # ``st`` is its statement
         chains = sorted(all_chains(st.node, name), key=lambda c: (len(c), c))
         done: set[str] = set()
         found = False
@@ -872,7 +872,7 @@ class _ClosureBuilder:
             # ``getattr(litgpt.lora, name)``: a submodule reached by a chain, used as a value
             ct = self.index.resolve_dotted(entry, chain)
             if ct.kind == "module" and ct.entry is not None and \
-                    not self.r.is_external(ct.entry.module) and reads_bare(st.node, chain, done):
+                    not self.r.is_external(ct.entry.module) and ms.reads_bare(st, chain, done):
                 obj = self.module_object(ct.entry, chain.rsplit(".", 1)[-1], where)
                 self.chains.setdefault(node, {})[chain] = ("def", obj[0], MODULE_OBJECT)
                 self.avoid_capture(("def", obj[0], MODULE_OBJECT), node)
@@ -880,7 +880,7 @@ class _ClosureBuilder:
                                             "module-object", 1.0, load, (obj,)))
                 done.add(chain)
                 found = True
-        if found and not reads_bare(st.node, name, done):
+        if found and not ms.reads_bare(st, name, done):
             return
         if t.entry is not None:
             obj = self.module_object(t.entry, name, where)
