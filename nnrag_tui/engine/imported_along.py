@@ -7,12 +7,10 @@ imports ``pyro.poutine.util`` itself, so only this walk finds that registration.
 
 from __future__ import annotations
 
-import ast
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 
 from nnrag_tui.engine.bindings import ModuleEntry, ModuleIndex
-from nnrag_tui.engine.parse import dotted
 
 Edges = dict[tuple[str, str], list[ModuleEntry]]
 
@@ -63,15 +61,3 @@ def _runs_first(module: str) -> list[str]:
     """The packages Python imports before ``module``: ``a`` and ``a.b`` for ``a.b.c``."""
     parts = module.split(".")
     return [".".join(parts[:i]) for i in range(1, len(parts))]
-
-
-def literal_calls(node: ast.AST) -> Iterator[tuple[str, str]]:
-    """(callee as written, its first argument) of every call in ``node`` whose callee is a
-    name or an attribute chain and whose first argument is a string literal:
-    ``pyro.settings.get("validate_poutine")``."""
-    for sub in ast.walk(node):
-        if isinstance(sub, ast.Call) and sub.args and isinstance(sub.args[0], ast.Constant) \
-                and isinstance(sub.args[0].value, str):
-            callee = dotted(sub.func)
-            if callee is not None:
-                yield callee, sub.args[0].value

@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from nnrag_tui.engine.flow import reads_after_own_binding
-from nnrag_tui.engine.imported_along import literal_calls
 from nnrag_tui.engine.patches import (
     attribute_store_roots,
     call_arguments,
@@ -120,7 +119,7 @@ class ModuleSource:
     def literal_calls(self, st: TopStmt, decorators_only: bool = False
                       ) -> list[tuple[str, str]]:
         """(callee, string literal) of the calls in ``st`` whose first argument is a string
-        literal (engine.imported_along); of its decorators only for a ``def``/``class`` with
+        literal (``literal_calls``); of its decorators only for a ``def``/``class`` with
         ``decorators_only``; cached, and only walked for statements with a quote."""
         key = -1 - st.index if decorators_only else st.index
         hit = self._literal_calls.get(key)
@@ -467,6 +466,18 @@ def all_chains(node: ast.stmt, root: str) -> set[str]:
                 if d and d.split(".", 1)[0] == root:
                     out.add(d)
     return out
+
+
+def literal_calls(node: ast.AST):
+    """(callee as written, its first argument) of every call in ``node`` whose callee is a
+    name or an attribute chain and whose first argument is a string literal:
+    ``pyro.settings.get("validate_poutine")`` (engine.imported_along)."""
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Call) and sub.args and isinstance(sub.args[0], ast.Constant) \
+                and isinstance(sub.args[0].value, str):
+            callee = _dotted(sub.func)
+            if callee is not None:
+                yield callee, sub.args[0].value
 
 
 DottedReads = tuple[dict[str, list[int]], dict[int, list[str]]]

@@ -46,6 +46,13 @@ def writes_namespace(node: ast.stmt) -> bool:
     return False
 
 
+def namespace_writes(body: list[ast.stmt]) -> tuple[int, ...]:
+    """The lines of the module-level statements of ``body`` that store into the module's
+    namespace (``writes_namespace``); definitions are not such statements."""
+    return tuple(st.lineno for st in body if not isinstance(
+        st, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and writes_namespace(st))
+
+
 def _namespace_call(node: ast.AST) -> bool:
     return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
         node.func.id in NAMESPACE_CALLS and not node.args and not node.keywords

@@ -17,7 +17,7 @@ import sys
 import warnings
 
 from nnrag_tui.engine.facts import NO_GUARD, Guard, ImportRecord, ModuleFacts, Symbol
-from nnrag_tui.engine.namespace import writes_namespace
+from nnrag_tui.engine.namespace import namespace_writes
 
 MAX_CALLS = 256
 # Not preceded by ``def `` / ``class ``: a definition is not a call.
@@ -121,9 +121,7 @@ def parse_bytes(data: bytes, relpath: str, sha1: str | None = None) -> ModuleFac
         imports=tuple(gatherer.imports),
         all_names=tuple(gatherer.all_names) if gatherer.all_names is not None else None,
         lines=data.count(b"\n") + (0 if data.endswith(b"\n") or not data else 1),
-        namespace_writes=tuple(st.lineno for st in tree.body
-                               if not isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef,
-                                                      ast.ClassDef)) and writes_namespace(st)),
+        namespace_writes=namespace_writes(tree.body),
     )
 
 

@@ -399,15 +399,17 @@ class _ClosureBuilder:
                     indexes: list[int] | None = None) -> tuple[NodeId, ...]:
         """The statements that bind ``name`` in ``entry`` (or those of ``indexes``), added
         as read for that name."""
+        made: BindKey | None = None
         if indexes is None:
             indexes = self.binders(entry, name)
             if not indexes:
                 indexes = self.namespace_writers(entry, name)
                 if indexes:
-                    key: BindKey = ("def", entry.key, name)
-                    self._bind(key)
-                    self.made_at_run_time[key] = tuple(self.add(entry, i) for i in indexes)
+                    made = ("def", entry.key, name)
+                    self._bind(made)  # before the statement's own names, as it is read first
         nodes = tuple(self.add(entry, i) for i in indexes)
+        if made is not None:
+            self.made_at_run_time[made] = nodes
         for n in nodes:
             if (n, name) not in self.demanded:
                 self.demanded.add((n, name))
@@ -790,10 +792,10 @@ class _ClosureBuilder:
 
     def follow(self, node: NodeId, entry: ModuleEntry, st: TopStmt, name: str, t: Target,
                load: bool, assigned_global: set[str]) -> None:
-        if t.how == "heuristic" and name in assigned_global:
+        if name in assigned_global and (t.kind == "unresolved" or t.how == "heuristic"):
             # ``global reg_`` then ``reg_ = ...`` in pykan's ``fit``: the statement binds the
-            # name itself, so a guess at where else it comes from (``from sympy import *``)
-            # has nothing to do
+            # name itself, so it is neither unresolved nor a guess from elsewhere (``from
+            # sympy import *``)
             return
         if t.kind == "def" and t.entry is not None and self.r.is_external(t.entry.module):
             t = Target("external", f"{t.entry.module}.{t.name}", how=t.how,
@@ -824,8 +826,6 @@ class _ClosureBuilder:
         elif t.kind == "builtin":
             return
         else:
-            if name in assigned_global:
-                return
             where = f"{entry.module}:{st.line}"
             private = demangled(name, st.node)
             if private is not None:

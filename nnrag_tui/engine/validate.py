@@ -32,7 +32,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from nnrag_tui.engine import taxonomy
-from nnrag_tui.engine.namespace import writes_namespace
+from nnrag_tui.engine.namespace import namespace_writes
 from nnrag_tui.engine.taxonomy import Cause, failure_table, format_failure_table  # noqa: F401
 
 STAGES = ("parse", "compile", "static", "import", "instantiate", "forward")
@@ -486,8 +486,7 @@ def known_false_alarms(tree: ast.Module, code: str | None, found: list[dict]
         out.update((u["name"], u["line"]) for u in found
                    if u.get("kind", "UndefinedName") == "UndefinedName"
                    and u["name"] in declared & set_in_functions)
-    writers = [st.lineno for st in tree.body if not isinstance(
-        st, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and writes_namespace(st)]
+    writers = namespace_writes(tree.body)
     if writers:
         for u in found:
             if u.get("kind", "UndefinedName") == "UndefinedName" and (
