@@ -9,7 +9,7 @@ import textwrap
 
 import pytest
 
-from nnrag_tui.engine.flow import reads_after_own_binding
+from nnrag_tui.engine.flow import definitely_bound, reads_after_own_binding
 
 
 def own(code: str) -> frozenset[str]:
@@ -28,6 +28,12 @@ def own(code: str) -> frozenset[str]:
     ("for i in range(3):\n    TABLE[i] = i\n", {"i"}),
     # a with target inside the with
     ("with open(P) as f:\n    DATA = f.read()\n", {"f"}),
+    # bound by the try body and by its handler: bound after the try
+    ("if FLAG:\n    try:\n        import fast\n    except ImportError:\n        fast = None\n"
+     "    KIND = fast\n", {"fast"}),
+    # the arm that raises never reaches the read
+    ("if FLAG:\n    if A:\n        X = 1\n    else:\n        raise ValueError\n    Y = X\n",
+     {"X"}),
 ])
 def test_reads_after_the_statements_own_binding(code, expected):
     assert own(code) == expected
@@ -48,6 +54,29 @@ def test_reads_after_the_statements_own_binding(code, expected):
     "if FLAG:\n    for i in range(N):\n        pass\n    LAST = i\n",
     # the walrus binds mid-expression: not tracked
     "if (n := 3):\n    SIZE = n\n",
+    # a handler that does not bind it and goes on
+    ("if FLAG:\n    try:\n        import fast\n    except ImportError:\n        pass\n"
+     "    KIND = fast\n"),
 ])
 def test_reads_that_need_another_binding(code):
     assert own(code) == frozenset()
+
+
+@pytest.mark.parametrize("code, expected", [
+    ("import os\nX = 1\n", {"os", "X"}),
+    # both arms, or the arm that goes on
+    ("if A:\n    X = 1\nelse:\n    X = 2\n", {"X"}),
+    ("if A:\n    X = 1\nelse:\n    raise ImportError\n", {"X"}),
+    ("if A:\n    X = 1\n", set()),
+    # brevitas: bound only in a handler under an if
+    ("try:\n    load()\n    OK = True\nexcept Exception as e:\n    if V:\n        msg = str(e)\n"
+     "    OK = False\n", {"OK"}),
+    ("try:\n    import np\nexcept ImportError:\n    np = None\n", {"np"}),
+    ("try:\n    import np\nexcept ImportError:\n    raise\n", {"np"}),
+    ("try:\n    import np\nfinally:\n    DONE = 1\n", {"np", "DONE"}),
+    # a loop may not run; del removes
+    ("for i in range(N):\n    last = i\n", set()),
+    ("X = 1\nY = 2\ndel X\n", {"Y"}),
+])
+def test_definitely_bound(code, expected):
+    assert definitely_bound(ast.parse(code).body) == expected

@@ -31,6 +31,17 @@ def reads_after_own_binding(node: ast.stmt) -> frozenset[str]:
     return frozenset(flow.satisfied - flow.unsatisfied)
 
 
+def definitely_bound(body: list[ast.stmt]) -> frozenset[str]:
+    """The names bound once ``body``, module-level statements in their order, has run to its
+    end: a name bound only on some paths (in one arm of an ``if``, in a loop, in a ``try``
+    body whose handler does not bind it) or deleted again is left out."""
+    return _Flow().block(body, frozenset())
+
+
+def _ends_in_raise(body: list[ast.stmt]) -> bool:
+    return bool(body) and isinstance(body[-1], ast.Raise)
+
+
 class _Flow:
     def __init__(self) -> None:
         self.satisfied: set[str] = set()
@@ -133,7 +144,10 @@ class _Flow:
             return bound - gone
         if isinstance(st, ast.If):
             self.read(st.test, bound)
-            return self.block(st.body, bound) & self.block(st.orelse, bound)
+            arms = [(self.block(body, bound), _ends_in_raise(body))
+                    for body in (st.body, st.orelse)]
+            done = [names for names, raises in arms if not raises]
+            return done[0] & done[1] if len(done) == 2 else done[0] if done else bound
         if isinstance(st, ast.While):
             self.read(st.test, bound)
             self.block(st.body, bound)
@@ -152,12 +166,16 @@ class _Flow:
             self.block(st.body, bound)  # a context manager may swallow an exception
             return bound
         if isinstance(st, ast.Try) or type(st).__name__ == "TryStar":
-            after_body = self.block(st.body, bound)
+            # after it: the body and ``else`` ran to the end, or a handler did (one that ends
+            # in ``raise`` never does); ``finally`` runs either way
+            done = self.block(st.orelse, self.block(st.body, bound))
             for h in st.handlers:  # type: ignore[attr-defined]
                 self.read(h.type, bound)
-                self.block(h.body, bound | {h.name} if h.name else bound)
-            self.block(st.orelse, after_body)
-            return self.block(st.finalbody, bound)
+                handled = self.block(h.body, bound | {h.name} if h.name else bound)
+                if not _ends_in_raise(h.body):
+                    done &= handled - {h.name}
+            final = self.block(st.finalbody, bound)
+            return (done | final) - (bound - final)
         if isinstance(st, ast.Match):
             self.later(st)  # patterns bind in ways not tracked here: never satisfied
             return bound

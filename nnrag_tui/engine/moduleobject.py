@@ -12,13 +12,20 @@ names upstream's module binds (its definitions and imports, star imports include
 names and submodules left out). Each name is a dependency like any other, inlined or imported,
 so ``getattr``, ``vars`` and ``inspect.getmembers`` see what they see upstream.
 
+A name upstream's module binds on some paths only (in one arm of an ``if``, in an ``except``
+clause) is set by a ``try`` of its own, so the object lacks it where the file never bound it,
+as upstream's module does; a name a module-level ``del`` removed is left out.
+
 The statement is not upstream text: it lives in a module of its own in the closure (the key
 ``(source, module + "#object")``) and the header says what it stands for.
 """
 
 from __future__ import annotations
 
+import ast
 from typing import TYPE_CHECKING
+
+from nnrag_tui.engine.flow import definitely_bound
 
 if TYPE_CHECKING:  # the app's tree view reads KIND without loading the resolver's modules
     from nnrag_tui.engine.modsource import ModuleSource
@@ -47,17 +54,41 @@ def namespace(index, entry) -> list[str]:
                   and n != MODULE_OBJECT)
 
 
-def object_text(module: str, members: list[str]) -> str:
-    body = "".join(f"    {n}={n},\n" for n in members)
-    return (f'{MODULE_OBJECT} = types.ModuleType("{module}")\n'
+def unsure_members(ms: ModuleSource, members: list[str]) -> tuple[set[str], set[str]]:
+    """(unsure, gone): the members that upstream's module may lack once it has run, bound on
+    some paths only (brevitas' ``error_message``, bound in an ``except`` clause under ``if
+    config.VERBOSE``), and those a module-level ``del`` removed for good. Copied like the
+    others, each would raise NameError on import or hold what upstream's module does not."""
+    deletes = {st.index: {t.id for t in st.node.targets if isinstance(t, ast.Name)}
+               for st in ms.stmts if isinstance(st.node, ast.Delete)}
+    touched = {n: [*ms.binders.get(n, ()), *(i for i, gone in deletes.items() if n in gone)]
+               for n in members}
+    sure = definitely_bound([ms.stmts[i].node
+                             for i in sorted({i for idx in touched.values() for i in idx})])
+    gone = {n for n, idx in touched.items() if idx and max(idx) in deletes
+            and n in deletes[max(idx)]}
+    return {n for n, idx in touched.items() if idx and n not in sure} - gone, gone
+
+
+def object_text(module: str, members: list[str],
+                unsure: set[str] | frozenset[str] = frozenset()) -> str:
+    """The statement; a member of ``unsure`` is set only where this file has bound it."""
+    body = "".join(f"    {n}={n},\n" for n in members if n not in unsure)
+    text = (f'{MODULE_OBJECT} = types.ModuleType("{module}")\n'
             f"{MODULE_OBJECT}.__dict__.update(\n{body})\n")
+    for n in sorted(unsure & set(members)):
+        text += (f"try:  # bound on some paths only\n"
+                 f'    {MODULE_OBJECT}.__dict__["{n}"] = {n}\n'
+                 "except NameError:\n    pass\n")
+    return text
 
 
-def object_source(module: str, members: list[str]) -> ModuleSource:
-    """The statement as a module of its own: one top-level unit spanning both lines."""
+def object_source(module: str, members: list[str],
+                  unsure: set[str] | frozenset[str] = frozenset()) -> ModuleSource:
+    """The statement as a module of its own: one top-level unit spanning all its lines."""
     from nnrag_tui.engine.modsource import ModuleSource, TopStmt
 
-    ms = ModuleSource(object_text(module, members), f"<module object of {module}>")
+    ms = ModuleSource(object_text(module, members, unsure), f"<module object of {module}>")
     ms.stmts = [TopStmt(0, 1, len(ms.lines), KIND, frozenset({MODULE_OBJECT}),
                         ms.stmts[0].node)]
     ms.binders = {MODULE_OBJECT: [0]}

@@ -44,6 +44,7 @@ from nnrag_tui.engine.moduleobject import (
     namespace,
     object_key,
     object_source,
+    unsure_members,
 )
 from nnrag_tui.engine.parse import dotted, resolve_relative
 from nnrag_tui.engine.patches import mutated_parameters, reads_beyond_decorator_methods
@@ -353,10 +354,12 @@ class _ClosureBuilder:
         key = object_key(mentry.key)
         if key not in self.objects:
             found = {n: self.index.lookup(mentry, n) for n in namespace(self.index, mentry)}
+            unsure, gone = unsure_members(self.ms(mentry), list(found))
             members = [(n, t) for n, t in found.items() if t.kind in ("def", "external") and not (
-                n == "types" and not (t.kind == "external" and t.name == "types"))]
+                n == "types" and not (t.kind == "external" and t.name == "types"))
+                and n not in gone]
             subs = sum(1 for t in found.values() if t.kind == "module")
-            self.modules[key] = object_source(mentry.module, [n for n, _ in members])
+            self.modules[key] = object_source(mentry.module, [n for n, _ in members], unsure)
             self.entries[key] = mentry
             self.objects[key] = (members, name)
             self.object_notes[key] = len(self.notes)
