@@ -66,3 +66,29 @@ def run_names(node: ast.stmt) -> set[str]:
             out |= _undecorated(fn)
             todo.extend(a for a in _self_attrs(fn) if a in methods and a not in seen)
     return out
+
+
+# what runs while a ``class`` statement executes, beyond its body: its metaclass's methods that
+# make the class, and the ``__init_subclass__`` of its bases
+METACLASS_CREATION = ("__prepare__", "__new__", "__init__")
+SUBCLASS_HOOK = ("__init_subclass__",)
+
+
+def method_reads(cls: ast.ClassDef, methods: tuple[str, ...]) -> set[str]:
+    """The names read in the bodies of ``cls``'s methods called one of ``methods``, and in the
+    methods those reach through ``self.x`` / ``cls.x``."""
+    defs: dict[str, list[ast.stmt]] = {}
+    for st in cls.body:
+        if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            defs.setdefault(st.name, []).append(st)
+    out: set[str] = set()
+    todo, seen = [m for m in methods if m in defs], set()
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        for fn in defs[name]:
+            out |= _undecorated(fn)
+            todo.extend(a for a in _self_attrs(fn) if a in defs)
+    return out

@@ -48,7 +48,7 @@ from nnrag_tui.engine.moduleobject import (
 )
 from nnrag_tui.engine.parse import dotted, resolve_relative
 from nnrag_tui.engine.patches import mutated_parameters, reads_beyond_decorator_methods
-from nnrag_tui.engine.reach import run_names
+from nnrag_tui.engine.reach import METACLASS_CREATION, SUBCLASS_HOOK, method_reads, run_names
 
 ALWAYS_EXTERNAL = frozenset({"torch"})
 NodeId = tuple[tuple[str, str], int]  # ((source, module), statement index)
@@ -1429,6 +1429,68 @@ class _ClosureBuilder:
                 self.externals[ident] = imp.with_bound(bound)
         return out
 
+    def class_creation_deps(self) -> dict[NodeId, set[NodeId]]:
+        """What a ``class`` statement needs while it executes beyond its own text: the names
+        its metaclass's ``__new__``/``__init__``/``__prepare__`` read and those the
+        ``__init_subclass__`` of its corpus bases read. brevitas' ``ExtendedInjector =
+        _ExtendedInjectorType("Injector", ...)`` is a class its metaclass made, and that
+        metaclass's ``__new__`` reads ``BaseInjector``, bound below it upstream: every class
+        derived from it runs that read as it is made."""
+        targets: dict[tuple[NodeId, str], tuple[NodeId, ...]] = {}
+        for d in self.deps:
+            if d.nodes:
+                targets[(d.user, d.name)] = targets.get((d.user, d.name), ()) + d.nodes
+
+        def classdef(n: NodeId) -> ast.ClassDef | None:
+            node = self.modules[n[0]].stmts[n[1]].node
+            return node if isinstance(node, ast.ClassDef) else None
+
+        def named(user: NodeId, expr: ast.expr) -> tuple[NodeId, ...]:
+            return targets.get((user, expr.id), ()) if isinstance(expr, ast.Name) else ()
+
+        def makers(n: NodeId, seen: set[NodeId]) -> list[tuple[NodeId, tuple[str, ...]]]:
+            """(class statement, its methods that run) for what runs when a class derived
+            from the one ``n`` binds is made."""
+            if n in seen:
+                return []
+            seen.add(n)
+            node = self.modules[n[0]].stmts[n[1]].node
+            out: list[tuple[NodeId, tuple[str, ...]]] = []
+            if isinstance(node, ast.ClassDef):
+                out.append((n, SUBCLASS_HOOK))
+                for k in node.keywords:
+                    if k.arg == "metaclass":
+                        out += [(m, METACLASS_CREATION) for m in named(n, k.value)
+                                if classdef(m) is not None]
+                for base in node.bases:
+                    for b in named(n, base):
+                        out += makers(b, seen)
+            elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
+                # ``X = Meta("X", bases, ns)``: a class that ``Meta`` made
+                out += [(m, METACLASS_CREATION) for m in named(n, node.value.func)
+                        if classdef(m) is not None]
+            return out
+
+        extra: dict[NodeId, set[NodeId]] = {}
+        for n in self.order:
+            node = classdef(n)
+            if node is None or n[0] in self.objects:
+                continue
+            found: list[tuple[NodeId, tuple[str, ...]]] = []
+            seen: set[NodeId] = {n}
+            for k in node.keywords:
+                if k.arg == "metaclass":
+                    found += [(m, METACLASS_CREATION) for m in named(n, k.value)
+                              if classdef(m) is not None]
+            for base in node.bases:
+                for b in named(n, base):
+                    found += makers(b, seen)
+            for maker, methods in found:
+                for name in method_reads(classdef(maker), methods):  # type: ignore[arg-type]
+                    extra.setdefault(n, set()).update(
+                        t for t in targets.get((maker, name), ()) if t != n)
+        return extra
+
     def emission_order(self) -> list[NodeId]:
         rank = {n: i for i, n in enumerate(self.order)}
         mod_rank: dict[tuple[str, str], int] = {}
@@ -1477,6 +1539,9 @@ class _ClosureBuilder:
             for a, b in zip(group, group[1:]):
                 all_deps[b].add(a)
                 load_deps[b].add(a)
+        for user, needs in self.class_creation_deps().items():
+            all_deps[user] |= needs
+            load_deps[user] |= needs
         patching = {p for ps in self.patches.values() for p in ps}
         emitted: list[NodeId] = []
         done: set[NodeId] = set()
