@@ -23,11 +23,13 @@ The statement is not upstream text: it lives in a module of its own in the closu
 from __future__ import annotations
 
 import ast
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from nnrag_tui.engine.flow import definitely_bound
 
 if TYPE_CHECKING:  # the app's tree view reads KIND without loading the resolver's modules
+    from nnrag_tui.engine.bindings import Target
     from nnrag_tui.engine.modsource import ModuleSource
 
 MODULE_OBJECT = "__nnrag_module__"  # the name the statement binds, renamed on output
@@ -93,3 +95,28 @@ def object_source(module: str, members: list[str],
                         ms.stmts[0].node)]
     ms.binders = {MODULE_OBJECT: [0]}
     return ms
+
+
+@dataclass
+class ModuleObject:
+    """One module object of a closure: what it holds, and what the header says of it."""
+
+    module: str
+    name: str  # as its first user calls it; a clash may rename it in the file
+    user: str  # where that user is, ``module:line``
+    members: list[tuple[str, Target]]  # the names upstream's module binds, as found
+    unsure: set[str]  # members bound on some paths only
+    submodules: frozenset[str]  # members that are submodules: left out unless held
+    held: list[str] = field(default_factory=list)  # submodules held as module objects
+
+    def source(self) -> ModuleSource:
+        return object_source(self.module, sorted([n for n, _ in self.members] + self.held),
+                             self.unsure)
+
+    def note(self, name: str) -> str:
+        count = len(self.members) + len(self.held)
+        left = len(self.submodules - set(self.held))
+        return (f"`{name}` is a module object standing in for {self.module}, which {self.user} "
+                f"uses as a value: it holds the {count} name{'s' if count != 1 else ''} that "
+                "module binds, each inlined or imported here"
+                + (f" ({left} submodule{'s' if left != 1 else ''} left out)" if left else ""))

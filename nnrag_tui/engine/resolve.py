@@ -41,9 +41,9 @@ from nnrag_tui.engine.modsource import (
 from nnrag_tui.engine.modulefiles import ModuleFiles, literals, uses_module_file
 from nnrag_tui.engine.moduleobject import (
     MODULE_OBJECT,
+    ModuleObject,
     namespace,
     object_key,
-    object_source,
     unsure_members,
 )
 from nnrag_tui.engine.parse import dotted, resolve_relative
@@ -324,8 +324,8 @@ class _ClosureBuilder:
         self._by_name_scanned: set[tuple[str, str]] = set()
         # such a module -> the registration statements inlined from it
         self.by_name_fillers: dict[tuple[str, str], list[NodeId]] = {}
-        # module objects (engine.moduleobject): their key -> (members, the name to give it)
-        self.objects: dict[tuple[str, str], tuple[list[tuple[str, Target]], str]] = {}
+        # module objects (engine.moduleobject), by their key
+        self.objects: dict[tuple[str, str], ModuleObject] = {}
         self.object_notes: dict[tuple[str, str], int] = {}  # module object -> its note
 
     # -- graph -----------------------------------------------------------------------------
@@ -358,27 +358,76 @@ class _ClosureBuilder:
             members = [(n, t) for n, t in found.items() if t.kind in ("def", "external") and not (
                 n == "types" and not (t.kind == "external" and t.name == "types"))
                 and n not in gone]
-            subs = sum(1 for t in found.values() if t.kind == "module")
-            self.modules[key] = object_source(mentry.module, [n for n, _ in members], unsure)
+            subs = frozenset(n for n, t in found.items() if t.kind == "module")
+            obj = self.objects[key] = ModuleObject(mentry.module, name, user, members, unsure,
+                                                   subs)
+            self.modules[key] = obj.source()
             self.entries[key] = mentry
-            self.objects[key] = (members, name)
             self.object_notes[key] = len(self.notes)
-            self.notes.append(
-                f"`{name}` is a module object standing in for {mentry.module}, which {user} "
-                f"uses as a value: it holds the {len(members)} name"
-                f"{'s' if len(members) != 1 else ''} that module binds, each inlined or "
-                "imported here" + (f" ({subs} submodule{'s' if subs != 1 else ''} left out)"
-                                   if subs else ""))
+            self.notes.append(obj.note(name))
         return self._add((key, 0))
 
     def visit_module_object(self, node: NodeId) -> None:
         entry = self.entries[node[0]]
         st = self.modules[node[0]].stmts[0]
-        for name, t in self.objects[node[0]][0]:
+        for name, t in self.objects[node[0]].members:
             self.follow(node, entry, st, name, t, True, set())
         imp = self.external_import(entry, "types", Target("external", "types", how="import"))
         self.refs[(node, "types")] = ("ext", imp.identity)
         self.deps.append(Dependency(node, "types", "external", imp.text(), "import", 1.0, True))
+
+    def add_object_chains(self) -> bool:
+        """brevitas' ``ops_ste.py`` has ``fn_prefix = brevitas`` (or ``torch``, on another
+        path) and calls ``fn_prefix.ops.autograd_ste_ops.round_ste_impl(x)`` in its functions.
+        A module object leaves submodules out, so upstream's ``brevitas.ops`` was missing. Where
+        a name assigned from a module object is read with such a chain, each submodule on the
+        chain is held by the object before it, as a module object of its own. Returns whether
+        any was added."""
+        aliases: dict[BindKey, tuple[str, str]] = {}  # name assigned an object -> the object
+        for (user, name), key in list(self.refs.items()):
+            if key[0] != "def" or key[1] not in self.objects or user[0] in self.objects:
+                continue
+            st = self.modules[user[0]].stmts[user[1]]
+            if st.kind in ("class", "function"):
+                continue
+            for a in ast.walk(st.node):
+                if isinstance(a, ast.Assign) and isinstance(a.value, ast.Name) and \
+                        a.value.id == name:
+                    aliases.update({("def", user[0], t.id): key[1] for t in a.targets
+                                    if isinstance(t, ast.Name)})
+        added = False
+        for (user, name), key in list(self.refs.items()):
+            if key not in aliases:
+                continue
+            st = self.modules[user[0]].stmts[user[1]]
+            where = f"{self.entries[user[0]].module}:{st.line}"
+            for chain in sorted(all_chains(st.node, name)):
+                added |= self.hold_submodules(aliases[key], chain.split(".")[1:], where)
+        return added
+
+    def hold_submodules(self, key: tuple[str, str], parts: list[str], where: str) -> bool:
+        """The submodules along ``parts`` (``ops``, ``autograd_ste_ops``), read from the
+        module object ``key``, each held by the one before it."""
+        added = False
+        for part in parts:
+            mentry, obj = self.entries[key], self.objects[key]
+            t = self.index.lookup(mentry, part)
+            sub = t.entry if t.kind == "module" else None
+            if sub is None and t.kind not in ("def", "external", "builtin"):
+                # a submodule the import system set on its package, bound by no statement
+                sub = self.index.find_module(f"{mentry.module}.{part}", mentry.source)
+            if sub is None or self.r.is_external(sub.module):
+                break
+            node = self.module_object(sub, part, where)
+            if part not in obj.held:
+                obj.held.append(part)
+                self.modules[key] = obj.source()
+                self.refs[((key, 0), part)] = ("def", node[0], MODULE_OBJECT)
+                self.deps.append(Dependency((key, 0), part, "definition", sub.module,
+                                            "module-object", 1.0, True, (node,)))
+                added = True
+            key = node[0]
+        return added
 
     def _bind(self, key: BindKey) -> None:
         if key not in self.bind_order:
@@ -435,13 +484,12 @@ class _ClosureBuilder:
                 pos += 1
                 self.visit(node)
             if not (self.add_registry_fillers() | self.add_patches()
-                    | self.add_keyed_registrations()):
+                    | self.add_keyed_registrations() | self.add_object_chains()):
                 break
         out_names = self.allocate_names()
-        for key, i in self.object_notes.items():  # the name a clash may have changed
-            wanted, final = self.objects[key][1], out_names.get(("def", key, MODULE_OBJECT))
-            if final and final != wanted:
-                self.notes[i] = self.notes[i].replace(f"`{wanted}`", f"`{final}`", 1)
+        for key, i in self.object_notes.items():  # as the file names it, with all it holds
+            obj = self.objects[key]
+            self.notes[i] = obj.note(out_names.get(("def", key, MODULE_OBJECT), obj.name))
         nodes = self.emission_order()
         future: list[str] = []
         for key in {n[0] for n in nodes}:
@@ -1399,7 +1447,7 @@ class _ClosureBuilder:
             if key in self.shared:
                 continue
             if key[0] == "def" and key[1] in self.objects:
-                want = self.objects[key[1]][1]
+                want = self.objects[key[1]].name
                 tail = self.entries[key[1]].module.rsplit(".", 1)[-1]
             elif key[0] == "def":
                 want = key[2]
