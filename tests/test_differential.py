@@ -337,3 +337,30 @@ def test_weights_of_a_module_built_at_import_are_not_compared(tmp_path):
                                "        nn.init.zeros_(self.head.bias)\n")
     r = compare(tmp_path, edited, IMPORT_TIME, "Shared")
     assert r["verdict"] == "differs" and "head.bias" in r["reason"], r
+
+
+# opacus' DPMultiheadAttention: its own load_state_dict takes no ``strict``
+OWN_LOAD = '''\
+import torch
+from torch import nn
+
+
+class OwnLoad(nn.Module):
+    def __init__(self, width: int = 8):
+        super().__init__()
+        self.fc = nn.Linear(width, width)
+
+    def load_state_dict(self, state_dict):
+        return super().load_state_dict(state_dict, strict=True)
+
+    def forward(self, x):
+        return self.fc(x)
+'''
+
+
+def test_a_block_whose_load_state_dict_takes_no_strict_is_compared(tmp_path):
+    r = compare(tmp_path, OWN_LOAD, OWN_LOAD, "OwnLoad")
+    assert r["verdict"] == "same", r
+    edited = OWN_LOAD.replace("return self.fc(x)", "return self.fc(x) * 2")
+    r = compare(tmp_path, edited, OWN_LOAD, "OwnLoad")
+    assert r["verdict"] == "differs", r
