@@ -235,6 +235,14 @@ def _repr(module, renamed: dict[str, str] | None = None) -> str:
     return text
 
 
+def _unrenamed(text: str, renamed: dict[str, str]) -> str:
+    """``text`` with the classes renamed for a clash ({name here: name upstream}) under
+    their upstream names again, wherever they are named."""
+    for new, old in renamed.items():
+        text = re.sub(rf"\b{re.escape(new)}\b", old, text)
+    return text
+
+
 _MODULE_PATH = re.compile(r"\b(?:[A-Za-z_]\w*\.)+(?=[A-Za-z_]\w*\()")
 
 
@@ -299,6 +307,14 @@ def compare(job: dict, blockrun) -> dict:
         notes.append("annotations are strings here (the file's from __future__ import "
                      "annotations), the same once evaluated")
         up_sig = gen_sig
+    renamed = job.get("renamed_classes") or {}
+    if _plain(up_sig) != _plain(gen_sig) and renamed and \
+            _plain(up_sig) == _unrenamed(_plain(gen_sig), renamed):
+        # brevitas' ``alpha_quant=qnn.QuantIdentity(...)``: a default built at import time
+        # prints its module tree, with the classes renamed for a clash
+        notes.append("the constructor's defaults differ only in the names of classes the "
+                     "header lists as renamed")
+        up_sig = gen_sig
     if _plain(up_sig) != _plain(gen_sig):
         ups = [_plain(p) for p in up_sig.parameters.values()] if up_sig else [_plain(up_sig)]
         gens = [_plain(p) for p in gen_sig.parameters.values()] if gen_sig else [
@@ -356,7 +372,6 @@ def compare(job: dict, blockrun) -> dict:
         if "<stand-in " in repr(up):
             raise _NotComparable("the upstream block holds a stand-in for a package that "
                                  "cannot be imported here")
-        renamed = job.get("renamed_classes") or {}
         if _repr(up) == _repr(gen, renamed):
             result.setdefault("notes", []).append(
                 "the module tree differs only in the names of classes the header lists "

@@ -364,3 +364,21 @@ def test_a_block_whose_load_state_dict_takes_no_strict_is_compared(tmp_path):
     edited = OWN_LOAD.replace("return self.fc(x)", "return self.fc(x) * 2")
     r = compare(tmp_path, edited, OWN_LOAD, "OwnLoad")
     assert r["verdict"] == "differs", r
+
+
+def test_a_default_built_from_a_renamed_class_is_no_difference_in_the_signature(tmp_path):
+    # brevitas' FlexMLQuantLeakyReLU(alpha_quant=qnn.QuantIdentity(...)): a default built at
+    # import time prints its module tree in the signature, renamed classes included
+    pkg = tmp_path / "src" / "pkgd"
+    pkg.mkdir(parents=True)
+    (pkg / "inner.py").write_text(CLASH_UPSTREAM["inner.py"])
+    upstream = CLASH_UPSTREAM["blocks.py"].replace(
+        "def __init__(self):", "def __init__(self, default=_Loss()):")
+    generated = CLASH_GENERATED.replace(
+        "def __init__(self):", "def __init__(self, default=Loss_inner()):")
+    assert upstream != CLASH_UPSTREAM["blocks.py"] and generated != CLASH_GENERATED
+    r = compare(tmp_path, generated, upstream, "Loss", renamed={"Loss_inner": "Loss"})
+    assert r["verdict"] == "same", r
+    assert any("defaults differ only in the names of classes" in n for n in r["notes"]), r
+    r = compare(tmp_path, generated, upstream, "Loss")
+    assert r["verdict"] == "differs" and "constructor signature" in r["reason"], r
