@@ -1497,8 +1497,8 @@ class _ClosureBuilder:
             return targets.get((user, expr.id), ()) if isinstance(expr, ast.Name) else ()
 
         def makers(n: NodeId, seen: set[NodeId]) -> list[tuple[NodeId, tuple[str, ...]]]:
-            """(class statement, its methods that run) for what runs when a class derived
-            from the one ``n`` binds is made."""
+            """(class statement, its methods that run) for what runs when the class ``n``
+            binds, or one derived from it, is made."""
             if n in seen:
                 return []
             seen.add(n)
@@ -1524,15 +1524,8 @@ class _ClosureBuilder:
             node = classdef(n)
             if node is None or n[0] in self.objects:
                 continue
-            found: list[tuple[NodeId, tuple[str, ...]]] = []
-            seen: set[NodeId] = {n}
-            for k in node.keywords:
-                if k.arg == "metaclass":
-                    found += [(m, METACLASS_CREATION) for m in named(n, k.value)
-                              if classdef(m) is not None]
-            for base in node.bases:
-                for b in named(n, base):
-                    found += makers(b, seen)
+            # its own ``__init_subclass__`` does not run for itself
+            found = [(m, methods) for m, methods in makers(n, set()) if m != n]
             for maker, methods in found:
                 for name in method_reads(classdef(maker), methods):  # type: ignore[arg-type]
                     extra.setdefault(n, set()).update(
