@@ -29,8 +29,8 @@ def own(code: str) -> frozenset[str]:
     # a with target inside the with
     ("with open(P) as f:\n    DATA = f.read()\n", {"f"}),
     # bound by the try body and by its handler: bound after the try
-    ("if FLAG:\n    try:\n        import fast\n    except ImportError:\n        fast = None\n"
-     "    KIND = fast\n", {"fast"}),
+    (("if FLAG:\n    try:\n        import fast\n    except ImportError:\n        fast = None\n"
+      "    KIND = fast\n"), {"fast"}),
     # the arm that raises never reaches the read
     ("if FLAG:\n    if A:\n        X = 1\n    else:\n        raise ValueError\n    Y = X\n",
      {"X"}),
@@ -69,8 +69,8 @@ def test_reads_that_need_another_binding(code):
     ("if A:\n    X = 1\nelse:\n    raise ImportError\n", {"X"}),
     ("if A:\n    X = 1\n", set()),
     # brevitas: bound only in a handler under an if
-    ("try:\n    load()\n    OK = True\nexcept Exception as e:\n    if V:\n        msg = str(e)\n"
-     "    OK = False\n", {"OK"}),
+    (("try:\n    load()\n    OK = True\nexcept Exception as e:\n    if V:\n        msg = str(e)\n"
+      "    OK = False\n"), {"OK"}),
     ("try:\n    import np\nexcept ImportError:\n    np = None\n", {"np"}),
     ("try:\n    import np\nexcept ImportError:\n    raise\n", {"np"}),
     ("try:\n    import np\nfinally:\n    DONE = 1\n", {"np", "DONE"}),
