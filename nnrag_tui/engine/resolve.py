@@ -577,18 +577,20 @@ class _ClosureBuilder:
         """Definitions that find files through ``__file__`` (engine.modulefiles): here it is the
         generated file, with none of upstream's files beside it. Said in the header, with the
         files the statements name and where they would have to go."""
+        def with_file(n: NodeId) -> bool:
+            ms = self.modules[n[0]]
+            st = ms.stmts[n[1]]
+            return "__file__" in ms.stmt_text(st) and uses_module_file(st.node)
+
         parts, any_found = [], False
         elsewhere: frozenset[str] | None = None
         for key, i in sorted(nodes, key=lambda n: (self.entries[n[0]].facts.relpath, n[1])):
-            ms = self.modules[key]
-            st = ms.stmts[i]
-            if "__file__" not in ms.stmt_text(st) or not uses_module_file(st.node):
+            if not with_file((key, i)):
                 continue
+            st = self.modules[key].stmts[i]
             if elsewhere is None:  # what the statements without ``__file__`` name
-                elsewhere = frozenset().union(*(
-                    literals(self.modules[k].stmts[j].node) for k, j in nodes
-                    if "__file__" not in self.modules[k].stmt_text(self.modules[k].stmts[j])
-                    or not uses_module_file(self.modules[k].stmts[j].node)))
+                elsewhere = frozenset().union(*(literals(self.modules[k].stmts[j].node)
+                                                for k, j in nodes if not with_file((k, j))))
             entry = self.entries[key]
             root = self.r.roots.get(entry.source)
             found = self.r.module_files.named(root, entry.facts.relpath, st.node,
@@ -1520,6 +1522,7 @@ class _ClosureBuilder:
             return out
 
         extra: dict[NodeId, set[NodeId]] = {}
+        reads: dict[tuple[NodeId, tuple[str, ...]], set[str]] = {}
         for n in self.order:
             node = classdef(n)
             if node is None or n[0] in self.objects:
@@ -1527,7 +1530,11 @@ class _ClosureBuilder:
             # its own ``__init_subclass__`` does not run for itself
             found = [(m, methods) for m, methods in makers(n, set()) if m != n]
             for maker, methods in found:
-                for name in method_reads(classdef(maker), methods):  # type: ignore[arg-type]
+                if (maker, methods) not in reads:  # a base shared by many classes: once
+                    cls = classdef(maker)
+                    assert cls is not None  # makers() gives class statements only
+                    reads[(maker, methods)] = method_reads(cls, methods)
+                for name in reads[(maker, methods)]:
                     extra.setdefault(n, set()).update(
                         t for t in targets.get((maker, name), ()) if t != n)
         return extra
