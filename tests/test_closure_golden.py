@@ -193,6 +193,11 @@ MUST = {
     ("typevar_bound", "Net"): ['TNet = TypeVar("TNet", bound="Tuned_models")\n',
                                "class Tuned_models(Net):",
                                "tvpkg/models.py:8: renamed `Tuned` -> `Tuned_models`"],
+    # so are the strings of a TypeVar made in a class body and of a ``cast`` in a method
+    # (tianshou's ``ActBatchProtocol``): what they name comes along, renamed inside the string
+    ("typing_strings", "Net"): ["class ActProto(Protocol):",
+                                '    _TOut = TypeVar("_TOut", bound="torch.Tensor | ActProto")\n',
+                                'out = cast("Scale", self.scale)(self.fc(x))\n'],
     # ``except ImportError as e: from . import fallback as dummy`` then ``dummy.Dummy()`` in two
     # modules (spikingjelly's triton_missing): the name stands for a module object, and the
     # clash renames ``e`` after ``as`` as well as where it is read

@@ -330,9 +330,11 @@ def _classes_and_annotations(node: ast.stmt) -> tuple[list[tuple[ast.ClassDef, b
     """One walk of the statement ``node``: every class statement in it, with whether a
     function encloses it, and every annotation (of arguments, returns and annotated
     assignments). Both are statements or parts of a ``def``, never inside an expression (a
-    lambda's arguments take no annotation), so the walk follows statement blocks only."""
+    lambda's arguments take no annotation), so the walk follows statement blocks only. The
+    strings of typing's calls, which pyflakes reads as annotations too, are in expressions:
+    ``typing_strings`` walks the whole statement for them."""
     classes: list[tuple[ast.ClassDef, bool]] = []
-    annotations: list[ast.expr] = list(typevar_strings(node))
+    annotations: list[ast.expr] = list(typing_strings(node))
     stack: list[tuple[ast.AST, bool]] = [(node, False)]
     while stack:
         n, in_function = stack.pop()
@@ -353,16 +355,44 @@ def _classes_and_annotations(node: ast.stmt) -> tuple[list[tuple[ast.ClassDef, b
     return classes, annotations
 
 
-def typevar_strings(node: ast.stmt) -> list[ast.Constant]:
-    """The string forward references of a module-level ``T = TypeVar("T", bound="Model")``
-    (its bound and constraints), which pyflakes reads as annotations: botorch's
-    ``TFullyBayesianSingleTaskGP`` names a class its module defines further down."""
-    if not isinstance(node, (ast.Assign, ast.AnnAssign)) or not isinstance(node.value, ast.Call):
-        return []
-    call = node.value
-    if (_dotted(call.func) or "").rsplit(".", 1)[-1] != "TypeVar":
-        return []
-    exprs = [*call.args[1:], *(k.value for k in call.keywords if k.arg == "bound")]
+# typing's calls whose arguments pyflakes reads as annotations (wherever the call is): the
+# callee's last name -> (the positional arguments that are, as a slice; the keywords that are)
+_TYPING_CALLS: dict[str, tuple[slice, tuple[str, ...]]] = {
+    "TypeVar": (slice(1, None), ("bound", "default")),
+    "ParamSpec": (slice(0), ("bound", "default")),
+    "TypeVarTuple": (slice(0), ("bound", "default")),
+    "NewType": (slice(1, None), ("tp",)),
+    "assert_type": (slice(1, None), ()),
+    "cast": (slice(1), ("typ",)),
+}
+
+
+def typing_strings(node: ast.AST) -> list[ast.Constant]:
+    """The string forward references in the arguments of typing's calls anywhere in ``node``
+    (``TypeVar("T", bound="Model")``, ``cast("Model", x)``), which pyflakes reads as
+    annotations: botorch's module-level ``TFullyBayesianSingleTaskGP`` names a class its module
+    defines further down, tianshou's class body ``TypeVar(..., bound="np.ndarray |
+    ActBatchProtocol")`` a protocol nothing else names."""
+    return [c for sub in ast.walk(node) if isinstance(sub, ast.Call)
+            for c in typing_call_strings(sub)]
+
+
+def typing_call_strings(call: ast.Call) -> list[ast.Constant]:
+    """The string forward references among the arguments of one call, if it is typing's
+    (``cast`` only written bare or after one module name: ``x.y.cast`` is some other cast);
+    ``NamedTuple("P", [("a", "T")])`` and ``TypedDict("P", {"a": "T"})`` name types too."""
+    dotted = _dotted(call.func) or ""
+    callee = dotted.rsplit(".", 1)[-1]
+    exprs: list[ast.expr] = []
+    if callee in _TYPING_CALLS and (callee != "cast" or dotted.count(".") <= 1):
+        positional, keywords = _TYPING_CALLS[callee]
+        exprs = [*call.args[positional], *(k.value for k in call.keywords if k.arg in keywords)]
+    elif callee == "NamedTuple" and len(call.args) > 1 \
+            and isinstance(call.args[1], (ast.Tuple, ast.List)):
+        exprs = [t for e in call.args[1].elts if isinstance(e, (ast.Tuple, ast.List))
+                 for t in e.elts[1:]]
+    elif callee == "TypedDict" and len(call.args) > 1 and isinstance(call.args[1], ast.Dict):
+        exprs = list(call.args[1].values)
     return [c for e in exprs for c in annotation_strings(e)]
 
 

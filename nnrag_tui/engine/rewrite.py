@@ -21,7 +21,7 @@ import symtable
 from contextlib import contextmanager
 from functools import lru_cache
 
-from nnrag_tui.engine.modsource import annotation_strings, class_early_reads, typevar_strings
+from nnrag_tui.engine.modsource import annotation_strings, class_early_reads, typing_call_strings
 from nnrag_tui.engine.parse import resolve_relative
 
 _RELATIVE = re.compile(r"\bfrom\s+\.")
@@ -300,14 +300,12 @@ class _Walker:
                 self.visit_annotation(node.annotation, table)
                 if node.value is not None:
                     self.visit(node.value, table)
-            self.visit_typevar_strings(node, table)
             return
         if isinstance(node, ast.Assign) and node is self.top:
             for t in node.targets:
                 self.visit(t, table)
             with self.evaluated_first(node):
                 self.visit(node.value, table)
-            self.visit_typevar_strings(node, table)
             return
         if isinstance(node, (ast.Import, ast.ImportFrom)) and (
                 self.guarded or self.renames or self.home):
@@ -315,6 +313,8 @@ class _Walker:
             return
         for child in ast.iter_child_nodes(node):
             self.visit(child, table)
+        if isinstance(node, ast.Call):
+            self.visit_typing_strings(node, table)
 
     def handler_name_span(self, node: ast.ExceptHandler) -> tuple[int, int, int, int] | None:
         """Where the name after ``as`` of an ``except`` clause is (ast gives no position)."""
@@ -340,11 +340,15 @@ class _Walker:
         for c in annotation_strings(node):
             self.visit_string_annotation(c, table)
 
-    def visit_typevar_strings(self, node: ast.stmt, table) -> None:
-        """``TypeVar("T", bound="Model")`` at module level: its strings are annotations."""
-        if node is self.top:
-            for c in typevar_strings(node):
+    def visit_typing_strings(self, node: ast.Call, table) -> None:
+        """``TypeVar("T", bound="Model")``, ``cast("Model", x)``: typing's strings are
+        annotations, which pyflakes reads once the module has run: never an early rename."""
+        outer, self.before_binding = self.before_binding, False
+        try:
+            for c in typing_call_strings(node):
                 self.visit_string_annotation(c, table)
+        finally:
+            self.before_binding = outer
 
     def visit_string_annotation(self, c: ast.Constant, table) -> None:
         """Renames inside a one-line string annotation written without escapes or prefixes:
