@@ -198,6 +198,11 @@ MUST = {
     ("typing_strings", "Net"): ["class ActProto(Protocol):",
                                 '    _TOut = TypeVar("_TOut", bound="torch.Tensor | ActProto")\n',
                                 'out = cast("Scale", self.scale)(self.fc(x))\n'],
+    # setattr on a definition of the closure is a patch of it, in a loop too (torchrl's
+    # LSTMBase takes nn.LSTM's forward so); a setattr on a class the block never uses is not
+    ("setattr_patch", "Net"): [
+        "for attr in nn.LSTM.__dict__:\n    if attr != \"__init__\":\n        setattr(LSTMBase",
+        'setattr(Gate, "forward", _gate_forward)\n'],
     # ``except ImportError as e: from . import fallback as dummy`` then ``dummy.Dummy()`` in two
     # modules (spikingjelly's triton_missing): the name stands for a module object, and the
     # clash renames ``e`` after ``as`` as well as where it is read
@@ -279,6 +284,7 @@ MUST_NOT = {
     ("reexport_chain", "Net"): ["FancyMlp(", "Act()", "import chainpkg", "from chainpkg"],
     ("star_all", "Net"): ["import *", "class Hidden", "torch.relu"],
     ("star_noall", "Net"): ["import *"],
+    ("setattr_patch", "Net"): ["Unused"],
     ("alias", "Net"): ["Projection", "winit"],
     ("attribute", "NetFrom"): ["layers.Mlp(", "layers.norm.RmsNorm(", "layers.norm.EPS", "\nimport attrpkg",
                                "\nfrom . import"],

@@ -21,6 +21,7 @@ from nnrag_tui.engine.patches import (
     call_arguments,
     decorator_method_roots,
     in_place_roots,
+    setattr_roots,
 )
 
 COMPREHENSIONS = frozenset({"listcomp", "setcomp", "dictcomp", "genexpr"})
@@ -103,16 +104,23 @@ class ModuleSource:
                                                  frozenset[str] | None]:
         """(roots of its attribute stores, (function, name arguments) of a bare call, roots of
         its item stores or method calls) of a statement that binds no name; for a definition,
-        the roots of its decorator methods as the third (engine.patches); cached."""
+        the roots of its decorator methods as the third; for any other statement that binds
+        names, the names it hands to ``setattr``/``delattr`` as the first (engine.patches);
+        cached."""
         hit = self._patch.get(st.index)
         if hit is None:
             if st.kind in ("class", "function"):
                 hit = (None, None, decorator_method_roots(st.node))
-            elif st.binds or st.kind not in ("assign", "other"):
-                hit = (None, None, None)
             else:
-                hit = (attribute_store_roots(st.node), call_arguments(st.node),
-                       in_place_roots(st.node))
+                text = self.stmt_text(st)
+                named = setattr_roots(st.node) if st.kind != "import" and (
+                    "setattr" in text or "delattr" in text) else None
+                if st.binds or st.kind not in ("assign", "other"):
+                    hit = (named, None, None)  # a loop of setattr calls binds its variable
+                else:
+                    stores = attribute_store_roots(st.node)
+                    roots = stores | named if stores and named else stores or named
+                    hit = (roots, call_arguments(st.node), in_place_roots(st.node))
             self._patch[st.index] = hit
         return hit
 

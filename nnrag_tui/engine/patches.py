@@ -14,8 +14,9 @@ Upstream modules adjust what they just defined while they execute:
 Such a statement binds no name, so following names never reaches it; without it the object
 behaves differently (a TypeError for a missing field, an AttributeError for ``cfg.gnn``,
 uninitialised weights). This module recognises the shapes from the AST alone: attribute stores
-rooted at a name, a call that hands a name to a function which stores into that parameter,
-and item stores and method calls on a name (``in_place_roots``). On a module-level container
+rooted at a name, ``setattr``/``delattr`` on a name (in a loop too: torchrl's ``LSTMBase`` gets
+its methods from ``nn.LSTM`` so), a call that hands a name to a function which stores into
+that parameter, and item stores and method calls on a name (``in_place_roots``). On a module-level container
 (``REG[key] = fn``, ``REG.update(...)``) the last two are registrations, which the registry
 rule decides instead.
 
@@ -68,6 +69,24 @@ def in_place_roots(node: ast.stmt) -> frozenset[str] | None:
         r = _root(node.value.func)
         return frozenset({r}) if r is not None else None
     return _store_roots(node, ast.Subscript, annotated=False)
+
+
+def setattr_roots(node: ast.stmt) -> frozenset[str] | None:
+    """The names that a statement hands to ``setattr``/``delattr`` as it executes (not in a
+    function or lambda it defines), whatever else it does: torchrl's ``for attr in
+    nn.LSTM.__dict__: setattr(LSTMBase, attr, getattr(nn.LSTM, attr))`` gives ``LSTMBase``
+    the methods of ``nn.LSTM``, its ``forward`` among them. None if it hands none."""
+    roots: set[str] = set()
+    stack: list[ast.AST] = [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) \
+                and n.func.id in ("setattr", "delattr") and n.args \
+                and isinstance(n.args[0], ast.Name):
+            roots.add(n.args[0].id)
+        stack.extend(c for c in ast.iter_child_nodes(n) if not isinstance(
+            c, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)))
+    return frozenset(roots) or None
 
 
 def _decorator_methods(node: ast.stmt) -> list[ast.expr]:
