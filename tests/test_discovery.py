@@ -153,3 +153,35 @@ def test_torch_nn_modules_as_a_corpus_source():
 ])
 def test_external_torch_names(name, expected):
     assert external_is_module(name) is expected
+
+
+def test_a_base_bound_by_an_alias_is_followed(tmp_path):
+    """rwkv's ``class RWKV(MyModule)`` where the module binds ``MyModule = torch.jit.
+    ScriptModule`` or ``torch.nn.Module`` under an ``if``; brevitas' 111 classes derived from
+    ``brevitas.jit.ScriptModule``, bound so in another module. A name bound by a call is no
+    alias, and aliases of each other end the walk."""
+    pkg = tmp_path / "al"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "jit.py").write_text(
+        "import os\n\nimport torch\n\n"
+        "if os.environ.get('AL_JIT') == '1':\n    ScriptModule = torch.jit.ScriptModule\n"
+        "else:\n    ScriptModule = torch.nn.Module\n")
+    (pkg / "models.py").write_text(
+        "import torch\n\nfrom al import jit\nfrom al.jit import ScriptModule as Mod\n\n"
+        "class Plain(torch.nn.Module):\n    def forward(self, x):\n        return x\n\n\n"
+        "Local = Plain\nMade = type('Made', (torch.nn.Module,), {})\nLoopA = LoopB\nLoopB = LoopA\n\n\n"
+        "class ViaChain(jit.ScriptModule):\n    def forward(self, x):\n        return x\n\n\n"
+        "class ViaImported(Mod):\n    def forward(self, x):\n        return x\n\n\n"
+        "class ViaLocal(Local):\n    pass\n\n\n"
+        "class ViaCall(Made):\n    def forward(self, x):\n        return x\n\n\n"
+        "class ViaLoop(LoopA):\n    def forward(self, x):\n        return x\n\n\n"
+        "class NoForward(jit.ScriptModule):\n    pass\n")
+    index = module_index({"al": tmp_path})
+    found = {b.key: b for _, b in BlockDiscovery(index).discover()}
+    assert set(found) == {"al.models:Plain", "al.models:ViaChain", "al.models:ViaImported",
+                          "al.models:ViaLocal"}
+    both = ("torch.jit.ScriptModule", "torch.nn.Module")
+    assert found["al.models:ViaChain"].bases == both
+    assert found["al.models:ViaImported"].bases == both
+    assert found["al.models:ViaLocal"].bases == ("al.models.Plain",)

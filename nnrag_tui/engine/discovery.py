@@ -146,8 +146,7 @@ class BlockDiscovery:
                      for k in sym.keywords)
         bases: list[str] = []
         base_cats: list[tuple[str, str]] = []
-        for expr in sym.bases:
-            t = self.resolve_base(entry, expr)
+        for expr, t in self.base_targets(entry, sym):
             found = self.index.class_symbol(t)
             if (found is None and t.kind == "external" and self.unindexed is not None
                     and not external_is_module(t.name)):
@@ -181,6 +180,42 @@ class BlockDiscovery:
                           tuple(base_cats))
         self._info[key] = info
         return info
+
+    def base_targets(self, entry: ModuleEntry, sym: Symbol) -> list[tuple[str, Target]]:
+        """(as written, what it names) for the bases of a class, each base that is a
+        module-level alias of a name (``MyModule = torch.jit.ScriptModule``, or
+        ``torch.nn.Module`` in the other arm of an ``if``: rwkv, ``brevitas.jit.ScriptModule``)
+        followed to every name it can stand for."""
+        out: list[tuple[str, Target]] = []
+        for expr in sym.bases:
+            t = self.resolve_base(entry, expr)
+            if not self.aliases(t):
+                out.append((expr, t))
+                continue
+            todo, seen = [t], set()
+            while todo:
+                t = todo.pop(0)
+                aliases = self.aliases(t)
+                if not aliases or len(seen) > 8:
+                    if all(t.qualified != o.qualified for _, o in out):
+                        out.append((t.qualified, t))
+                    continue
+                for a_entry, alias in aliases:
+                    if (a_entry.key, alias) not in seen:
+                        seen.add((a_entry.key, alias))
+                        todo.append(self.index.resolve_dotted(a_entry, alias))
+        return out
+
+    def aliases(self, t: Target) -> list[tuple[ModuleEntry, str]]:
+        """The dotted names a ``def`` target is bound to, if every module-level statement that
+        binds it is an alias ``X = a.b.C``; empty for anything else (a class, a function, a
+        value computed by a call)."""
+        if t.kind != "def" or t.entry is None or t.attr or t.name in t.entry.classes:
+            return []
+        syms = t.entry.defs.get(t.name, [])
+        if not syms or any(s.kind != "assign" or not s.alias for s in syms):
+            return []
+        return [(t.entry, s.alias) for s in syms]
 
     def is_abcmeta(self, entry: ModuleEntry, expr: str, depth: int = 0) -> bool:
         """Whether a metaclass expression is ``abc.ABCMeta`` or a corpus class derived from it."""

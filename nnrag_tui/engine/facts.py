@@ -77,6 +77,7 @@ class Symbol:
     doc: str = ""  # first line of the docstring
     guard: Guard = NO_GUARD
     parent: str | None = None  # qualname of the enclosing class
+    alias: str = ""  # for ``X = a.b.C`` (one plain name bound to a dotted name): ``a.b.C``
 
 
 @dataclass(frozen=True, slots=True)

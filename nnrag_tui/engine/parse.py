@@ -325,10 +325,13 @@ class _Gatherer:
                 # ``os.environ["X"] = ...`` and ``_REG[key] = ...`` bind neither os nor key
                 if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
                     names.append(n.id)
+        # ``MyModule = torch.jit.ScriptModule`` (rwkv, brevitas.jit): classes derive from it
+        alias = dotted(st.value) if isinstance(st, ast.Assign) and len(targets) == 1 \
+            and isinstance(targets[0], ast.Name) else None
         for name in dict.fromkeys(names):
             if name == "__all__":
                 self._all(st)
-            self.symbols.append(self._sym(st, "assign", name, guard, None))
+            self.symbols.append(self._sym(st, "assign", name, guard, None, alias=alias or ""))
 
     def _all(self, st: ast.Assign | ast.AnnAssign | ast.AugAssign) -> None:
         value = st.value
