@@ -317,8 +317,8 @@ class ModuleIndex:
         return names
 
     def class_symbol(self, t: Target) -> tuple[ModuleEntry, Symbol] | None:
-        """The class a ``def`` target names, following ``Outer.Inner`` and aliases
-        (``Alias = Real`` at module level)."""
+        """The class a ``def`` target names, following ``Outer.Inner`` (an alias ``Alias =
+        Real`` is no class here: discovery follows it, ``BlockDiscovery.base_targets``)."""
         if t.kind != "def" or t.entry is None:
             return None
         qual = f"{t.name}.{t.attr}" if t.attr else t.name

@@ -16,9 +16,9 @@ behaves differently (a TypeError for a missing field, an AttributeError for ``cf
 uninitialised weights). This module recognises the shapes from the AST alone: attribute stores
 rooted at a name, ``setattr``/``delattr`` on a name (in a loop too: torchrl's ``LSTMBase`` gets
 its methods from ``nn.LSTM`` so), a call that hands a name to a function which stores into
-that parameter, and item stores and method calls on a name (``in_place_roots``). On a module-level container
-(``REG[key] = fn``, ``REG.update(...)``) the last two are registrations, which the registry
-rule decides instead.
+that parameter, and item stores and method calls on a name (``in_place_roots``). On a
+module-level container (``REG[key] = fn``, ``REG.update(...)``) the last two are
+registrations, which the registry rule decides instead.
 
 A definition can change an object too, through its decorator: MONAI's ``@Conv.factory_function(
 "conv") def conv_factory(...)`` registers ``conv_factory`` in the ``Conv = LayerFactory(...)``
