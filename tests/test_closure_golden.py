@@ -198,6 +198,10 @@ MUST = {
     ("typing_strings", "Net"): ["class ActProto(Protocol):",
                                 '    _TOut = TypeVar("_TOut", bound="torch.Tensor | ActProto")\n',
                                 'out = cast("Scale", self.scale)(self.fc(x))\n'],
+    # a chain in a ``case`` value pattern stays qualified, its module an object (pykeen's
+    # ``case pykeen_typing.COLUMN_HEAD:``): rewritten to a bare name it would capture
+    ("match_value", "Net"): ["            case consts.HEAD:\n", "            case consts.TAIL:\n",
+                             'consts = types.ModuleType("mvpkg.consts")\n'],
     # setattr on a definition of the closure is a patch of it, in a loop too (torchrl's
     # LSTMBase takes nn.LSTM's forward so); a setattr on a class the block never uses is not
     ("setattr_patch", "Net"): [

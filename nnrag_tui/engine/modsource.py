@@ -524,9 +524,12 @@ DottedReads = tuple[dict[str, list[int]], dict[int, list[str]]]
 def dotted_reads(node: ast.stmt) -> DottedReads:
     """One walk of a statement for ``reads_bare``: (dotted text -> the ids of the names and
     attribute chains read with that text, node id -> the dotted texts of the attribute chains
-    that hold the node: ``a.b.c`` holds ``a.b.c``, ``a.b`` and ``a``)."""
+    that hold the node: ``a.b.c`` holds ``a.b.c``, ``a.b`` and ``a``). A chain in a ``case``
+    value pattern holds nothing: it must stay qualified (``case mod.HEAD:``, where a bare
+    ``HEAD`` would capture), so its module is read as a value there."""
     reads: dict[str, list[int]] = {}
     holders: dict[int, list[str]] = {}
+    patterns = value_pattern_nodes(node)
     for sub in ast.walk(node):
         if not isinstance(sub, (ast.Name, ast.Attribute)):
             continue
@@ -535,13 +538,21 @@ def dotted_reads(node: ast.stmt) -> DottedReads:
             continue
         if isinstance(sub.ctx, ast.Load):
             reads.setdefault(d, []).append(id(sub))
-        if isinstance(sub, ast.Attribute):
+        if isinstance(sub, ast.Attribute) and id(sub) not in patterns:
             inner: ast.expr = sub
             while isinstance(inner, ast.Attribute):
                 holders.setdefault(id(inner), []).append(d)
                 inner = inner.value
             holders.setdefault(id(inner), []).append(d)
     return reads, holders
+
+
+def value_pattern_nodes(node: ast.AST) -> set[int]:
+    """The ids of the nodes inside the value patterns of the ``match`` statements in ``node``
+    (``case pykeen_typing.COLUMN_HEAD:``): a dotted name there is compared with, a bare name
+    would bind."""
+    return {id(n) for sub in ast.walk(node) if isinstance(sub, ast.MatchValue)
+            for n in ast.walk(sub.value)}
 
 
 def reads_bare(node: ast.stmt, dotted: str, resolved: set[str],

@@ -161,6 +161,7 @@ class _Walker:
         self.used: set[int] = set()
         self.alone: set[int] = set()  # ids of statements alone in their block
         self.early: set[int] = set()  # ids of class-body reads that are module-level uses
+        self.in_value_pattern = False  # inside a ``case`` value pattern (kept qualified)
 
     def run(self, tree: ast.Module, table: symtable.SymbolTable) -> None:
         for st in tree.body:
@@ -254,7 +255,16 @@ class _Walker:
             else:
                 self.visit(node.elt, inner)
             return
-        if isinstance(node, ast.Attribute) and self.chains:
+        if isinstance(node, ast.MatchValue):
+            # ``case mod.HEAD:`` stays qualified (a bare name would capture): the resolver
+            # reads ``mod`` as a value there, and its name may still be renamed
+            outer, self.in_value_pattern = self.in_value_pattern, True
+            try:
+                self.visit(node.value, table)
+            finally:
+                self.in_value_pattern = outer
+            return
+        if isinstance(node, ast.Attribute) and self.chains and not self.in_value_pattern:
             d = _dotted(node)
             if d is not None:
                 dotted, root = d
