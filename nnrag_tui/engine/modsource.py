@@ -264,7 +264,7 @@ def compute_uses(text: str, node: ast.stmt, lazy_annotations: bool = False) -> S
     each other, and the cycle this faked put ``class DoubleGroup(DirectProductGroup)`` above
     its base."""
     load, lazy, assigned_global = _load_and_lazy(text, node)
-    annotations = _classes_and_annotations(node)[1]
+    annotations = _annotations(node, text)
     if lazy_annotations and annotations:
         in_annotations = {n.id for a in annotations for n in ast.walk(a)
                           if isinstance(n, ast.Name)}
@@ -340,9 +340,9 @@ def _classes_and_annotations(node: ast.stmt) -> tuple[list[tuple[ast.ClassDef, b
     assignments). Both are statements or parts of a ``def``, never inside an expression (a
     lambda's arguments take no annotation), so the walk follows statement blocks only. The
     strings of typing's calls, which pyflakes reads as annotations too, are in expressions:
-    ``typing_strings`` walks the whole statement for them."""
+    ``_annotations`` adds them."""
     classes: list[tuple[ast.ClassDef, bool]] = []
-    annotations: list[ast.expr] = list(typing_strings(node))
+    annotations: list[ast.expr] = []
     stack: list[tuple[ast.AST, bool]] = [(node, False)]
     while stack:
         n, in_function = stack.pop()
@@ -363,6 +363,16 @@ def _classes_and_annotations(node: ast.stmt) -> tuple[list[tuple[ast.ClassDef, b
     return classes, annotations
 
 
+def _annotations(node: ast.stmt, text: str | None = None) -> list[ast.expr]:
+    """The annotations of ``_classes_and_annotations`` and the strings of typing's calls
+    (``typing_strings``); ``text``, the statement's text where the caller has it, spares the
+    walk for those where no such call is named."""
+    annotations = _classes_and_annotations(node)[1]
+    if text is None or _TYPING_CALL_NAMES.search(text):
+        annotations += typing_strings(node)
+    return annotations
+
+
 # typing's calls whose arguments pyflakes reads as annotations (wherever the call is): the
 # callee's last name -> (the positional arguments that are, as a slice; the keywords that are)
 _TYPING_CALLS: dict[str, tuple[slice, tuple[str, ...]]] = {
@@ -373,6 +383,9 @@ _TYPING_CALLS: dict[str, tuple[slice, tuple[str, ...]]] = {
     "assert_type": (slice(1, None), ()),
     "cast": (slice(1), ("typ",)),
 }
+
+
+_TYPING_CALL_NAMES = re.compile(r"\b(?:%s|NamedTuple|TypedDict)\b" % "|".join(_TYPING_CALLS))
 
 
 def typing_strings(node: ast.AST) -> list[ast.Constant]:
@@ -467,7 +480,7 @@ def _class_scope_loads(node: ast.AST):
 
 def string_annotation_exprs(node: ast.AST):
     """The parsed expressions of the string annotations (forward references) in a statement."""
-    return _parsed_strings(_classes_and_annotations(node)[1])
+    return _parsed_strings(_annotations(node))
 
 
 def annotation_strings(ann: ast.expr):
