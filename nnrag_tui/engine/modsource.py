@@ -385,7 +385,8 @@ _TYPING_CALLS: dict[str, tuple[slice, tuple[str, ...]]] = {
 }
 
 
-_TYPING_CALL_NAMES = re.compile(r"\b(?:%s|NamedTuple|TypedDict)\b" % "|".join(_TYPING_CALLS))
+_TYPING_CALL_NAMES = re.compile(
+    r"\b(?:" + "|".join([*_TYPING_CALLS, "NamedTuple", "TypedDict"]) + r")\b")
 
 
 def typing_strings(node: ast.AST) -> list[ast.Constant]:
