@@ -543,8 +543,11 @@ def dotted_reads(node: ast.stmt) -> DottedReads:
     ``HEAD`` would capture), so its module is read as a value there."""
     reads: dict[str, list[int]] = {}
     holders: dict[int, list[str]] = {}
-    patterns = value_pattern_nodes(node)
+    patterns: set[int] = set()  # nodes inside value patterns (walked before their nodes)
     for sub in ast.walk(node):
+        if isinstance(sub, ast.MatchValue):
+            patterns.update(id(n) for n in ast.walk(sub.value))
+            continue
         if not isinstance(sub, (ast.Name, ast.Attribute)):
             continue
         d = _dotted(sub)
@@ -559,14 +562,6 @@ def dotted_reads(node: ast.stmt) -> DottedReads:
                 inner = inner.value
             holders.setdefault(id(inner), []).append(d)
     return reads, holders
-
-
-def value_pattern_nodes(node: ast.AST) -> set[int]:
-    """The ids of the nodes inside the value patterns of the ``match`` statements in ``node``
-    (``case pykeen_typing.COLUMN_HEAD:``): a dotted name there is compared with, a bare name
-    would bind."""
-    return {id(n) for sub in ast.walk(node) if isinstance(sub, ast.MatchValue)
-            for n in ast.walk(sub.value)}
 
 
 def reads_bare(node: ast.stmt, dotted: str, resolved: set[str],
