@@ -215,6 +215,15 @@ MUST = {
         'debug("no kernels: %s", e_b)\n    kernels_b = dummy_b.Dummy()\n',
         "except ImportError as e:\n    dummy = dummy_fallback\n",
         "# note: `dummy_fallback` is a module object standing in for gmpkg.fallback"],
+    # an import of a name its module defines on some paths only raises ImportError upstream,
+    # which a ``try`` expects, where the inlined name is undefined (megatron's rope_utils); a
+    # call that rebinds a name through ``global`` comes with it (megatron's ``jit_fuser``)
+    ("unsure_import", "Net"): [
+        ("try:\n    if 'fused_scale_fused' not in globals():\n        raise ImportError("
+         "\"cannot import name 'fused_scale' from 'uipkg.fused'\")\n"
+         "    fused_scale = fused_scale_fused\nexcept ImportError:\n    fused_scale = None\n"),
+        "        if 'fused_shift_fused' not in globals():\n            raise ImportError(",
+        "    global fuser\n    fuser = noop\n\n\ndisable_fuser()\n", 'HAVE_CPU = _probe("cpu")\n'],
     ("globals_lookup", "Net"): ["gLN = GlobLN\nbN = BatchNorm\n", "def get(identifier):",
                                 "glpkg/norms.py looks names up in globals() (lines 22, 28)"],
     ("folder_registry", "Net"): [
@@ -289,6 +298,8 @@ MUST_NOT = {
     ("star_all", "Net"): ["import *", "class Hidden", "torch.relu"],
     ("star_noall", "Net"): ["import *"],
     ("setattr_patch", "Net"): ["Unused"],
+    # ``_probe`` reads its own cache: another of its calls is no binding that read needs
+    ("unsure_import", "Net"): ["HAVE_GPU"],
     ("alias", "Net"): ["Projection", "winit"],
     ("attribute", "NetFrom"): ["layers.Mlp(", "layers.norm.RmsNorm(", "layers.norm.EPS", "\nimport attrpkg",
                                "\nfrom . import"],

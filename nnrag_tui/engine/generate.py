@@ -179,9 +179,11 @@ def _statement_text(closure: Closure, node: NodeId,
         if user == node:
             guarded[(line - st.line + 1, bound)] = (
                 "" if key == UNUSED else closure.out_names.get(key) if key else None)
+    unsure = {(line - st.line + 1, bound): message
+              for (user, line, bound), message in closure.unsure_imports.items() if user == node}
     entry = closure.entries[node[0]]
     home = (entry.module, entry.facts.is_package) if st.kind != "import" else None
-    return rewrite_statement(text, renames, chains, guarded, early, home)
+    return rewrite_statement(text, renames, chains, guarded, early, home, unsure)
 
 
 def _module_docstring(ms: ModuleSource) -> str | None:

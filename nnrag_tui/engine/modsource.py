@@ -72,6 +72,14 @@ class ModuleSource:
             self.stmts.append(st)
             for n in binds:
                 self.binders.setdefault(n, []).append(i)
+        # module-level functions (statement index) -> the names they rebind through
+        # ``global``; name -> the module-level statements that call one of them
+        self.global_writers: dict[int, set[str]] = {}
+        self.rebinding_calls: dict[str, set[int]] = {}
+        if "global" in text:
+            self.global_writers, self.rebinding_calls = _global_rebinding_calls(tree)
+            for n, calls in self.rebinding_calls.items():
+                self.binders[n] = sorted({*self.binders.get(n, ()), *calls})
         self._uses: dict[int, StmtUses] = {}
         self._namespace: dict[int, bool] = {}
         self._access: dict[int, tuple[frozenset[str], frozenset[str]]] = {}
@@ -720,6 +728,50 @@ def bound_only_by_imports(node: ast.stmt, name: str) -> bool:
     """Whether every binding of ``name`` in a module-level statement is an import (``try: ...
     except ImportError: import os``), as opposed to an assignment, a def or a loop target."""
     return all(by_import for n, by_import in _bindings(node) if n == name)
+
+
+def _global_rebinding_calls(tree: ast.Module) -> tuple[dict[int, set[str]],
+                                                        dict[str, set[int]]]:
+    """(module-level function -> the names of the module it rebinds through ``global``,
+    name -> the module-level statements that call such a function while the module executes).
+    megatron's ``jit.py`` binds ``jit_fuser = torch.jit.script``, and its ``enable_jit_fuser()``
+    below, through ``global jit_fuser``, makes it ``torch.compile``: what the module's users
+    decorate with. Such a call binds those names as much as an assignment does."""
+    writers: dict[int, set[str]] = {}
+    by_name: dict[str, set[str]] = {}
+    for i, node in enumerate(tree.body):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            declared = {n for sub in _own_scope(node) if isinstance(sub, ast.Global)
+                        for n in sub.names}
+            stored = {sub.id for sub in _own_scope(node) if isinstance(sub, ast.Name)
+                      and isinstance(sub.ctx, (ast.Store, ast.Del)) and sub.id in declared}
+            if stored:
+                writers[i] = by_name[node.name] = stored
+    calls: dict[str, set[int]] = {}
+    if not writers:
+        return writers, calls
+    for i, node in enumerate(tree.body):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) or (
+                isinstance(node, ast.If) and "__name__" in {
+                    n.id for n in ast.walk(node.test) if isinstance(n, ast.Name)}):
+            continue  # (a definition's decorators could call one too; none seen)
+        for sub in _own_scope(node):
+            if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Name):
+                for n in by_name.get(sub.func.id, ()):
+                    calls.setdefault(n, set()).add(i)
+    return writers, calls
+
+
+def _own_scope(node: ast.AST):
+    """The nodes under ``node`` that run in its own scope: not inside a nested function,
+    lambda or class body (their decorators, defaults and bases are left out too)."""
+    stack = list(ast.iter_child_nodes(node))
+    while stack:
+        sub = stack.pop()
+        yield sub
+        if not isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda,
+                                ast.ClassDef)):
+            stack.extend(ast.iter_child_nodes(sub))
 
 
 def _bound_names(node: ast.stmt) -> list[str]:

@@ -27,6 +27,7 @@ from nnrag_tui.engine.dynimport import (
 )
 from nnrag_tui.engine.errors import ResolutionError
 from nnrag_tui.engine.facts import Block, ImportRecord
+from nnrag_tui.engine.flow import definitely_bound
 from nnrag_tui.engine.imported_along import Edges, imported_along
 from nnrag_tui.engine.modsource import (
     ModuleSource,
@@ -138,6 +139,9 @@ class Closure:
     # files upstream finds beside a module through ``__file__``: (path on disk, path from the
     # generated file's folder), which go beside the file (engine.modulefiles)
     module_files: list[tuple[str, str]] = field(default_factory=list)
+    # the guarded or function-local imports of ``guarded_imports`` whose definition its module
+    # may leave undefined -> the ImportError upstream's import then raises
+    unsure_imports: dict[tuple[NodeId, int, str], str] = field(default_factory=dict)
 
     def stmt(self, node: NodeId) -> TopStmt:
         return self.modules[node[0]].stmts[node[1]]
@@ -298,6 +302,7 @@ class _ClosureBuilder:
         self.deferred_unindexed: set[str] = set()  # unindexed modules imported in functions
         self.chains: dict[NodeId, dict[str, BindKey]] = {}
         self.guarded: dict[tuple[NodeId, int, str], BindKey | None] = {}
+        self.unsure: dict[tuple[NodeId, int, str], str] = {}  # see Closure.unsure_imports
         # (statement, name) that some included statement reads; the ``if TYPE_CHECKING:``
         # imports of a name nothing reads yet wait in ``pending``
         self.demanded: set[tuple[NodeId, str]] = set()
@@ -447,6 +452,19 @@ class _ClosureBuilder:
         lines = set(entry.facts.namespace_writes)
         return [st.index for st in ms.stmts if st.line in lines]
 
+    @staticmethod
+    def own_global_binders(ms: ModuleSource, st: TopStmt, name: str,
+                           indexes: list[int]) -> list[int]:
+        """The binders (``indexes``) of ``name`` that a read of it by ``st`` needs, where
+        ``st`` is a function that rebinds that very name through ``global`` (diffusers'
+        ``_is_package_available`` and its ``_package_map`` cache): not the module-level calls of
+        such functions, which the reads by other statements need
+        (``modsource._global_rebinding_calls``)."""
+        calls = ms.rebinding_calls.get(name)
+        if not calls or name not in ms.global_writers.get(st.index, ()):
+            return indexes
+        return [i for i in indexes if i not in calls] or indexes
+
     def add_binders(self, entry: ModuleEntry, name: str,
                     indexes: list[int] | None = None) -> tuple[NodeId, ...]:
         """The statements that bind ``name`` in ``entry`` (or those of ``indexes``), added
@@ -513,7 +531,7 @@ class _ClosureBuilder:
         return Closure(self.block, nodes, self.modules, self.entries, self.deps,
                        self.externals, out_names, self.refs, self.chains, self.guarded,
                        self.unresolved, self.notes, sorted(future), self.early_refs,
-                       self.module_files)
+                       self.module_files, self.unsure)
 
     def note_lazy_annotations(self, nodes: list[NodeId], future: list[str]) -> None:
         """One file has one ``from __future__ import annotations``: definitions from modules
@@ -766,7 +784,7 @@ class _ClosureBuilder:
                 self.follow(node, entry, st, name, self.index.follow_import(entry, plain), load,
                             assigned_global)
                 return
-            nodes = self.add_binders(entry, name, others)
+            nodes = self.add_binders(entry, name, self.own_global_binders(ms, st, name, others))
             key: BindKey = ("def", entry.key, name)
             self.refs[(node, name)] = key
             self.deps.append(Dependency(node, name, "definition", f"{entry.module}.{name}",
@@ -854,7 +872,9 @@ class _ClosureBuilder:
             t = Target("external", f"{t.entry.module}.{t.name}", how=t.how,
                        confidence=t.confidence, note="torch is always imported, never inlined")
         if t.kind == "def" and t.entry is not None:
-            nodes = self.add_binders(t.entry, t.name)
+            own = self.binders(entry, t.name) if t.entry.key == entry.key else []
+            nodes = self.add_binders(t.entry, t.name, self.own_global_binders(
+                self.ms(entry), st, t.name, own) if own else None)
             key = ("def", t.entry.key, t.name)
             self.refs[(node, name)] = key
             if name != t.name:
@@ -983,6 +1003,8 @@ class _ClosureBuilder:
             if rec.guard.kind == "type_checking" and rec.bound == t.name:
                 # never executed: the import and the inlined definition are one name
                 self.shared[("def", entry.key, rec.bound)] = key
+            elif rec.guard.kind != "type_checking":
+                self.note_unsure(node, rec, t.entry, t.name, nodes)
             self.deps.append(Dependency(node, rec.bound, "definition", t.qualified,
                                         "guarded", t.confidence, True, nodes))
         elif t.kind == "module" and t.entry is not None:
@@ -993,6 +1015,19 @@ class _ClosureBuilder:
             self.guarded[(node, rec.line, rec.bound)] = key
             self.deps.append(Dependency(node, rec.bound, "definition", t.name, "module-object",
                                         1.0, True, (obj,)))
+
+    def note_unsure(self, node: NodeId, rec: ImportRecord, home: ModuleEntry, name: str,
+                    binders: tuple[NodeId, ...]) -> None:
+        """An import of ``name`` from ``home`` that raises ImportError upstream where the
+        statements binding it there can run to their end without binding it (megatron's
+        ``try: from transformer_engine.pytorch.attention import ...; def fused_apply_rotary_pos_emb
+        ... except ImportError: pass``)."""
+        if not rec.is_from or not binders or ("def", home.key, name) in self.made_at_run_time:
+            return
+        ms = self.ms(home)
+        if name not in definitely_bound([ms.stmts[n[1]].node for n in binders]):
+            self.unsure[(node, rec.line, rec.bound)] = \
+                f"cannot import name {rec.name!r} from {rec.target or home.module!r}"
 
     def visit_local_imports(self, node: NodeId, entry: ModuleEntry, st: TopStmt) -> None:
         """Imports inside a function (timm's ``def load_pretrained(...): from
@@ -1020,6 +1055,7 @@ class _ClosureBuilder:
                     nodes = self.add_binders(t.entry, t.name)
                     key = ("def", t.entry.key, t.name)
                     self.guarded[(node, rec.line, rec.bound)] = key
+                    self.note_unsure(node, rec, t.entry, t.name, nodes)
                     self.deps.append(Dependency(node, rec.bound, "definition", t.qualified,
                                                 "local-import", t.confidence, in_class_body,
                                                 nodes))

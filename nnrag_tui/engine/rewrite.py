@@ -38,6 +38,7 @@ def rewrite_statement(
     guarded: dict[tuple[int, str], str | None],
     early: dict[str, str] | None = None,
     home: tuple[str, bool] | None = None,
+    unsure: dict[tuple[int, str], str] | None = None,
 ) -> tuple[str, list[str]]:
     """Returns the rewritten text and one line per rewrite made. ``guarded`` maps (line inside
     the statement, bound name) of an import to the name it should be assigned from (``None``:
@@ -46,22 +47,27 @@ def rewrite_statement(
     binds that same name (the bases in ``class Output(Output):``, a default, a right-hand
     side), which ``renames`` would otherwise give the statement's own name. ``home`` is the
     statement's module and whether it is a package: a relative import kept in the statement
-    (inside a function, or a kept ``try``) becomes absolute, since the file has no package."""
+    (inside a function, or a kept ``try``) becomes absolute, since the file has no package.
+    ``unsure`` maps the imports of ``guarded`` whose definition its module may leave undefined
+    to the ImportError upstream's import then raises: the rewrite raises it too, where a
+    ``try`` may expect it, instead of a NameError."""
     early = early or {}
+    unsure = unsure or {}
     if home is not None and not _RELATIVE.search(text):
         home = None
     if not renames and not chains and not guarded and not early and home is None:
         return text, []
     out, log = _cached(text, tuple(sorted(renames.items())), tuple(sorted(chains.items())),
                        tuple(sorted(guarded.items(), key=lambda kv: kv[0])),
-                       tuple(sorted(early.items())), home)
+                       tuple(sorted(early.items())), home, tuple(sorted(unsure.items())))
     return out, list(dict.fromkeys(log))  # one line per distinct rewrite
 
 
 @lru_cache(maxsize=4096)
 def _cached(text: str, renames: tuple, chains: tuple, guarded: tuple,
-            early: tuple, home: tuple[str, bool] | None) -> tuple[str, tuple]:
-    out, log = _rewrite(text, dict(renames), dict(chains), dict(guarded), dict(early), home)
+            early: tuple, home: tuple[str, bool] | None, unsure: tuple) -> tuple[str, tuple]:
+    out, log = _rewrite(text, dict(renames), dict(chains), dict(guarded), dict(early), home,
+                        dict(unsure))
     return out, tuple(log)
 
 
@@ -96,11 +102,12 @@ class _Edits:
 
 def _rewrite(text: str, renames: dict[str, str], chains: dict[str, str],
              guarded: dict[tuple[int, str], str | None],
-             early: dict[str, str], home: tuple[str, bool] | None) -> tuple[str, list[str]]:
+             early: dict[str, str], home: tuple[str, bool] | None,
+             unsure: dict[tuple[int, str], str]) -> tuple[str, list[str]]:
     tree = ast.parse(text)
     table = symtable.symtable(text, "<stmt>", "exec")
     ed = _Edits(text)
-    walker = _Walker(ed, renames, chains, guarded, early, home)
+    walker = _Walker(ed, renames, chains, guarded, early, home, unsure)
     if guarded:
         walker.alone = _alone_in_block(tree, walker.leaves_nothing)
     walker.run(tree, table)
@@ -149,7 +156,7 @@ def _dotted(node: ast.AST) -> tuple[str, ast.Name] | None:
 class _Walker:
     """Walks the tree with the symtable scope of every node at hand."""
 
-    def __init__(self, ed: _Edits, renames, chains, guarded, early, home) -> None:
+    def __init__(self, ed: _Edits, renames, chains, guarded, early, home, unsure) -> None:
         self.ed = ed
         self.home = home
         self.renames = renames
@@ -158,6 +165,7 @@ class _Walker:
         self.before_binding = False  # inside a part of it that runs before it binds
         self.chains = chains
         self.guarded = guarded
+        self.unsure = unsure
         self.used: set[int] = set()
         self.alone: set[int] = set()  # ids of statements alone in their block
         self.early: set[int] = set()  # ids of class-body reads that are module-level uses
@@ -411,7 +419,7 @@ class _Walker:
         for alias in node.names:
             bound = _bound(node, alias)
             key = (node.lineno, bound)
-            if key not in self.guarded:
+            if key not in self.guarded or key in self.unsure:
                 return False
             source = self.guarded[key]
             target = self.renames.get(bound, bound) if module_level else bound
@@ -429,6 +437,7 @@ class _Walker:
         where = "" if module_level else " inside a function"
         what = "guarded import" if module_level else "import"
         assigns: list[str] = []
+        checks: list[tuple[str, str, str]] = []  # (bound, inlined name, ImportError message)
         changed = False
         for alias in node.names:
             bound = _bound(node, alias)
@@ -449,6 +458,8 @@ class _Walker:
             changed = True
             source = self.guarded[key]
             target = self.renames.get(bound, bound) if module_level else bound
+            if key in self.unsure:
+                checks.append((bound, source or target, self.unsure[key]))
             if source == "":
                 self.ed.log.append(f"{what} of `{bound}`{where} dropped (unused)")
             elif source is not None and source != target:
@@ -470,6 +481,20 @@ class _Walker:
         if not changed:
             return
         parts = []
+        line = self.ed.lines[node.lineno - 1]
+        indent = line[:node.col_offset]
+        raising: list[str] = []
+        if checks and not indent.strip():
+            # upstream's import raises ImportError where its module left the name undefined
+            # (megatron's ``try: from ..transformer_engine import fused_apply_rotary_pos_emb
+            # except ImportError: ... = None``); a read of the inlined name would raise
+            # NameError, which the ``try`` does not catch
+            pad = "\n" + indent.decode("utf-8")
+            for bound, name, message in checks:
+                raising.append(f"if {name!r} not in globals():{pad}    "
+                               f"raise ImportError({message!r})")
+                self.ed.log.append(f"{what} of `{bound}`{where} raises ImportError where "
+                                   f"`{name}` is undefined, as upstream's does")
         if keep:
             names = ", ".join(f"{a.name} as {a.asname}" if a.asname else a.name for a in keep)
             if isinstance(node, ast.ImportFrom):
@@ -477,10 +502,11 @@ class _Walker:
             else:
                 parts.append(f"import {names}")
         parts.extend(assigns)
-        line = self.ed.lines[node.lineno - 1]
         last = self.ed.lines[(node.end_lineno or node.lineno) - 1]
         tail = last[node.end_col_offset or 0:].strip()
-        if not parts and id(node) not in self.alone and not line[:node.col_offset].strip() \
+        if raising:
+            self.ed.add(node, pad.join([*raising, *(["; ".join(parts)] if parts else [])]), "")
+        elif not parts and id(node) not in self.alone and not indent.strip() \
                 and (not tail or tail.startswith(b"#")):
             # nothing left of it, and its block has other statements: drop the whole line
             end = node.end_lineno or node.lineno
