@@ -224,6 +224,12 @@ MUST = {
          "    fused_scale = fused_scale_fused\nexcept ImportError:\n    fused_scale = None\n"),
         "        if 'fused_shift_fused' not in globals():\n            raise ImportError(",
         "    global fuser\n    fuser = noop\n\n\ndisable_fuser()\n", 'HAVE_CPU = _probe("cpu")\n'],
+    # two modules' registrations in one registry object, one of a subclass of the other's
+    # class (fairchem's ``@registry.register_model``): the base goes first, with no cycle
+    ("patch_order", "Net"): [
+        ('@registry.register_model("backbone")\nclass Backbone(nn.Module):'),
+        ('        return self.fc(x)\n\n\n@registry.register_model("moe_backbone")\n'
+         "class MoeBackbone(Backbone):")],
     ("globals_lookup", "Net"): ["gLN = GlobLN\nbN = BatchNorm\n", "def get(identifier):",
                                 "glpkg/norms.py looks names up in globals() (lines 22, 28)"],
     ("folder_registry", "Net"): [
@@ -298,6 +304,7 @@ MUST_NOT = {
     ("star_all", "Net"): ["import *", "class Hidden", "torch.relu"],
     ("star_noall", "Net"): ["import *"],
     ("setattr_patch", "Net"): ["Unused"],
+    ("patch_order", "Net"): ["circular"],
     # ``_probe`` reads its own cache: another of its calls is no binding that read needs
     ("unsure_import", "Net"): ["HAVE_GPU"],
     ("alias", "Net"): ["Projection", "winit"],

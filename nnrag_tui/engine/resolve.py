@@ -1575,6 +1575,17 @@ class _ClosureBuilder:
                         t for t in targets.get((maker, name), ()) if t != n)
         return extra
 
+    def _decorates_with(self, node: NodeId, target: BindKey) -> bool:
+        """Whether ``node`` is a ``def``/``class`` decorated with a method of ``target``
+        (``@registry.register_model("backbone")``), which changes ``target`` as it runs: a
+        patch of it (engine.patches), whether or not the closure needed it as one."""
+        ms = self.modules[node[0]]
+        st = ms.stmts[node[1]]
+        if st.kind not in ("class", "function"):
+            return False
+        return any(self.r.binding_key(self.entries[node[0]], ms, name) == target
+                   for name in ms.patch_shape(st)[2] or ())
+
     def emission_order(self) -> list[NodeId]:
         rank = {n: i for i, n in enumerate(self.order)}
         mod_rank: dict[tuple[str, str], int] = {}
@@ -1601,6 +1612,14 @@ class _ClosureBuilder:
                         user[0] == target[1] and user[0] != p[0]):
                     continue
                 all_deps[user].add(p)
+                if user[0] != p[0] and (user in self.patches[target] or
+                                        self._decorates_with(user, target)):
+                    # two modules' patches of one definition (fairchem's ``@registry.
+                    # register_model(...)`` on a model and on its subclass elsewhere) run in
+                    # the order upstream imports their modules; neither needs the other to
+                    # load, and taking both ways as a need made a cycle, broken in an order
+                    # that put the subclass above its base
+                    continue
                 if name in self.modules[user[0]].uses(
                         self.modules[user[0]].stmts[user[1]]).load:
                     load_deps[user].add(p)
