@@ -230,6 +230,18 @@ MUST = {
         ('@registry.register_model("backbone")\nclass Backbone(nn.Module):'),
         ('        return self.fc(x)\n\n\n@registry.register_model("moe_backbone")\n'
          "class MoeBackbone(Backbone):")],
+    # a module upstream imports only in a ``try`` that catches ImportError, which imports a
+    # package that may be missing (megatron's triton kernels), runs inside that ``try``; a
+    # docstring's lines keep their text
+    ("optional_module", "Net"): [
+        "try:\n    import nnrag_missing_triton as triton\n\n\n    @triton.jit\n    def _kernel(",
+        '        """Adds with the kernel.\n\n    A docstring\'s lines keep their text.\n    """\n',
+        "    fused_add = fused_add_kernels\nexcept ImportError:\n    fused_add = None\n",
+        # imported in a function's ``try`` (hyper-connections' triton_sinkhorn): a ``try`` of
+        # its own at module level, and the import raises ImportError where it failed
+        "    def fast_norm(x):\n        return _norm_kernel(x) / x.norm()\nexcept ImportError:\n"
+        "    pass\n",
+        "            if 'fast_norm' not in globals():\n                raise ImportError("],
     ("globals_lookup", "Net"): ["gLN = GlobLN\nbN = BatchNorm\n", "def get(identifier):",
                                 "glpkg/norms.py looks names up in globals() (lines 22, 28)"],
     ("folder_registry", "Net"): [
@@ -305,6 +317,7 @@ MUST_NOT = {
     ("star_noall", "Net"): ["import *"],
     ("setattr_patch", "Net"): ["Unused"],
     ("patch_order", "Net"): ["circular"],
+    ("optional_module", "Net"): ["\nimport nnrag_missing_triton"],
     # ``_probe`` reads its own cache: another of its calls is no binding that read needs
     ("unsure_import", "Net"): ["HAVE_GPU"],
     ("alias", "Net"): ["Projection", "winit"],

@@ -16,9 +16,10 @@ from dataclasses import dataclass, field
 from nnrag_tui import __version__
 from nnrag_tui.engine.modsource import ModuleSource
 from nnrag_tui.engine.moduleobject import is_object_key
+from nnrag_tui.engine.nesting import NestedModule, nested_modules
 from nnrag_tui.engine.provenance import repo_path
 from nnrag_tui.engine.resolve import UNUSED, Closure, ExternalImport, NodeId
-from nnrag_tui.engine.rewrite import rewrite_statement
+from nnrag_tui.engine.rewrite import indented, rewrite_statement
 from nnrag_tui.engine.spec import build_spec, find_class
 
 STDLIB = frozenset(getattr(sys, "stdlib_module_names", ())) | {"__future__"}
@@ -83,19 +84,40 @@ def generate(closure: Closure, sources: dict[str, dict]) -> GeneratedBlock:
     refs_by_node: dict[NodeId, list[tuple[str, tuple]]] = {}
     for (user, name), key in closure.refs.items():
         refs_by_node.setdefault(user, []).append((name, key))
-    prev: NodeId = closure.nodes[0]
+    nests = nested_modules(closure)
+    inner = {n: m for found in nests.values() for m in found for n in m.nodes}
+    texts: dict[NodeId, str] = {}
     for node in closure.nodes:
-        text, log = _statement_text(closure, node, refs_by_node.get(node, []))
+        nested, unsure = {}, {}
+        for m in nests.get(node, ()):
+            if m.in_function:
+                unsure.update(_unsure_names(closure, m))
+            else:
+                nested[m.line - closure.stmt(node).line + 1] = (
+                    _nested_code(closure, m, texts), _nested_note(closure, m))
+        text, log = _statement_text(closure, node, refs_by_node.get(node, []), nested, unsure)
+        texts[node] = text
+        if node in inner:
+            m = inner[node]
+            relpath = closure.entries[m.site[0]].facts.relpath
+            log = [*log, f"indented, inside a `try` of its own, as upstream imports its module "
+                         f"only in a function's `try` ({relpath}:{m.line})" if m.in_function
+                   else f"indented, inside the `try` of {relpath}:{closure.stmt(m.site).line}"]
+            if m.in_function and node == m.nodes[-1]:
+                texts[node] = ("try:\n" + indented(_nested_code(closure, m, texts), "    ")
+                               + "except ImportError:\n    pass\n")
+                inner.pop(node)  # it stands for them all
         st = closure.stmt(node)
         entry = closure.entries[node[0]]
         if not is_object_key(node[0]):  # a module object is not upstream text (its note says)
             definitions.append(Definition(entry.source, entry.module, entry.facts.relpath,
                                           st.line, st.end_line, entry.facts.sha1,
                                           tuple(sorted(st.binds)), tuple(log)))
-        if body:
+    outer = [n for n in closure.nodes if n not in inner]
+    for prev, node in zip([None, *outer], outer):
+        if prev is not None:
             body.append(_separator(closure, prev, node))
-        body.append(text.rstrip() + "\n")
-        prev = node
+        body.append(texts[node].rstrip() + "\n")
     exported = block.qualname.rsplit(".", 1)[-1]
     top = closure.out_names.get(("def", (block.source, block.module), closure.target_name),
                                 closure.target_name)
@@ -103,7 +125,9 @@ def generate(closure: Closure, sources: dict[str, dict]) -> GeneratedBlock:
     if "." in block.qualname:
         tail.append(f"{exported} = {top}.{block.qualname.split('.', 1)[1]}\n")
     tail.append(f"__all__ = [{exported!r}]\n".replace("'", '"'))
-    imports = _import_section(closure.future, list(closure.externals.values()))
+    moved = {i for found in nests.values() for m in found for i in m.externals}
+    imports = _import_section(closure.future, [e for i, e in closure.externals.items()
+                                               if i not in moved])
     header = _header(closure, definitions, sources)
     parts = [header, imports] if imports else [header]
     code = "\n".join(parts) + "\n\n" + "".join(body) + "\n\n" + "".join(tail)
@@ -131,6 +155,32 @@ def generate(closure: Closure, sources: dict[str, dict]) -> GeneratedBlock:
                           list(closure.module_files))
 
 
+def _nested_code(closure: Closure, m: NestedModule, texts: dict[NodeId, str]) -> str:
+    """The statements of a module emitted inside the guard of its import (engine.nesting),
+    after the imports of it that may fail, at column 0."""
+    parts = [_import_section([], [closure.externals[i] for i in m.externals]).rstrip() + "\n"]
+    for prev, node in zip([None, *m.nodes], m.nodes):
+        parts.append("\n\n" if prev is None else _separator(closure, prev, node))
+        parts.append(texts[node].rstrip() + "\n")
+    return "".join(parts)
+
+
+def _unsure_names(closure: Closure, m: NestedModule) -> dict[tuple[int, str], str]:
+    """The imports of ``m`` inside a function, each to raise ImportError where the ``try``
+    around ``m``'s statements failed, as upstream's import then does."""
+    first = closure.stmt(m.site).line
+    return {(line - first + 1, bound): f"cannot import name {key[2]!r} from {m.module[1]!r}"
+            for (user, line, bound), key in closure.guarded_imports.items()
+            if user == m.site and key and key[1] == m.module}
+
+
+def _nested_note(closure: Closure, m: NestedModule) -> str:
+    relpath = closure.entries[m.module].facts.relpath
+    packages = sorted({closure.externals[i].module.split(".")[0] for i in m.externals})
+    return (f"{relpath} runs inside this `try`, indented, where upstream imports it: without "
+            f"{', '.join(packages)}, its import fails here too and the fallback holds")
+
+
 def _separator(closure: Closure, a: NodeId, b: NodeId) -> str:
     """Two blank lines around definitions; module-level statements that follow each other
     upstream keep the blank line or none they had there (a block of constants stays one)."""
@@ -151,8 +201,10 @@ def statement_text(closure: Closure, node: NodeId) -> str:
     return _statement_text(closure, node, refs)[0]
 
 
-def _statement_text(closure: Closure, node: NodeId,
-                    refs: list[tuple[str, tuple]]) -> tuple[str, list[str]]:
+def _statement_text(closure: Closure, node: NodeId, refs: list[tuple[str, tuple]],
+                    nested: dict[int, tuple[str, str]] | None = None,
+                    more_unsure: dict[tuple[int, str], str] | None = None
+                    ) -> tuple[str, list[str]]:
     ms = closure.modules[node[0]]
     st = ms.stmts[node[1]]
     text = ms.stmt_text(st)
@@ -181,9 +233,10 @@ def _statement_text(closure: Closure, node: NodeId,
                 "" if key == UNUSED else closure.out_names.get(key) if key else None)
     unsure = {(line - st.line + 1, bound): message
               for (user, line, bound), message in closure.unsure_imports.items() if user == node}
+    unsure.update(more_unsure or {})
     entry = closure.entries[node[0]]
     home = (entry.module, entry.facts.is_package) if st.kind != "import" else None
-    return rewrite_statement(text, renames, chains, guarded, early, home, unsure)
+    return rewrite_statement(text, renames, chains, guarded, early, home, unsure, nested)
 
 
 def _module_docstring(ms: ModuleSource) -> str | None:

@@ -16,8 +16,10 @@ class on this machine; this takes a few milliseconds, and the golden tests pin t
 from __future__ import annotations
 
 import ast
+import io
 import re
 import symtable
+import tokenize
 from contextlib import contextmanager
 from functools import lru_cache
 
@@ -39,6 +41,7 @@ def rewrite_statement(
     early: dict[str, str] | None = None,
     home: tuple[str, bool] | None = None,
     unsure: dict[tuple[int, str], str] | None = None,
+    nested: dict[int, tuple[str, str]] | None = None,
 ) -> tuple[str, list[str]]:
     """Returns the rewritten text and one line per rewrite made. ``guarded`` maps (line inside
     the statement, bound name) of an import to the name it should be assigned from (``None``:
@@ -50,24 +53,29 @@ def rewrite_statement(
     (inside a function, or a kept ``try``) becomes absolute, since the file has no package.
     ``unsure`` maps the imports of ``guarded`` whose definition its module may leave undefined
     to the ImportError upstream's import then raises: the rewrite raises it too, where a
-    ``try`` may expect it, instead of a NameError."""
+    ``try`` may expect it, instead of a NameError. ``nested`` maps the line of a guarded import
+    to (the statements of the module it imports, at column 0, and the header's line on them),
+    which go right above what the import becomes (engine.nesting)."""
     early = early or {}
     unsure = unsure or {}
+    nested = nested or {}
     if home is not None and not _RELATIVE.search(text):
         home = None
     if not renames and not chains and not guarded and not early and home is None:
         return text, []
     out, log = _cached(text, tuple(sorted(renames.items())), tuple(sorted(chains.items())),
                        tuple(sorted(guarded.items(), key=lambda kv: kv[0])),
-                       tuple(sorted(early.items())), home, tuple(sorted(unsure.items())))
+                       tuple(sorted(early.items())), home, tuple(sorted(unsure.items())),
+                       tuple(sorted(nested.items())))
     return out, list(dict.fromkeys(log))  # one line per distinct rewrite
 
 
 @lru_cache(maxsize=4096)
 def _cached(text: str, renames: tuple, chains: tuple, guarded: tuple,
-            early: tuple, home: tuple[str, bool] | None, unsure: tuple) -> tuple[str, tuple]:
+            early: tuple, home: tuple[str, bool] | None, unsure: tuple,
+            nested: tuple) -> tuple[str, tuple]:
     out, log = _rewrite(text, dict(renames), dict(chains), dict(guarded), dict(early), home,
-                        dict(unsure))
+                        dict(unsure), dict(nested))
     return out, tuple(log)
 
 
@@ -103,11 +111,12 @@ class _Edits:
 def _rewrite(text: str, renames: dict[str, str], chains: dict[str, str],
              guarded: dict[tuple[int, str], str | None],
              early: dict[str, str], home: tuple[str, bool] | None,
-             unsure: dict[tuple[int, str], str]) -> tuple[str, list[str]]:
+             unsure: dict[tuple[int, str], str],
+             nested: dict[int, tuple[str, str]]) -> tuple[str, list[str]]:
     tree = ast.parse(text)
     table = symtable.symtable(text, "<stmt>", "exec")
     ed = _Edits(text)
-    walker = _Walker(ed, renames, chains, guarded, early, home, unsure)
+    walker = _Walker(ed, renames, chains, guarded, early, home, unsure, nested)
     if guarded:
         walker.alone = _alone_in_block(tree, walker.leaves_nothing)
     walker.run(tree, table)
@@ -156,7 +165,8 @@ def _dotted(node: ast.AST) -> tuple[str, ast.Name] | None:
 class _Walker:
     """Walks the tree with the symtable scope of every node at hand."""
 
-    def __init__(self, ed: _Edits, renames, chains, guarded, early, home, unsure) -> None:
+    def __init__(self, ed: _Edits, renames, chains, guarded, early, home, unsure,
+                 nested) -> None:
         self.ed = ed
         self.home = home
         self.renames = renames
@@ -166,6 +176,7 @@ class _Walker:
         self.chains = chains
         self.guarded = guarded
         self.unsure = unsure
+        self.nested = nested
         self.used: set[int] = set()
         self.alone: set[int] = set()  # ids of statements alone in their block
         self.early: set[int] = set()  # ids of class-body reads that are module-level uses
@@ -419,7 +430,7 @@ class _Walker:
         for alias in node.names:
             bound = _bound(node, alias)
             key = (node.lineno, bound)
-            if key not in self.guarded or key in self.unsure:
+            if key not in self.guarded or key in self.unsure or node.lineno in self.nested:
                 return False
             source = self.guarded[key]
             target = self.renames.get(bound, bound) if module_level else bound
@@ -484,6 +495,11 @@ class _Walker:
         line = self.ed.lines[node.lineno - 1]
         indent = line[:node.col_offset]
         raising: list[str] = []
+        if node.lineno in self.nested and not indent.strip():
+            code, note = self.nested[node.lineno]
+            raising.append(indented(code.rstrip("\n") + "\n\n",
+                                    indent.decode("utf-8"))[len(indent):].rstrip(" \t"))
+            self.ed.log.append(note)
         if checks and not indent.strip():
             # upstream's import raises ImportError where its module left the name undefined
             # (megatron's ``try: from ..transformer_engine import fused_apply_rotary_pos_emb
@@ -505,6 +521,7 @@ class _Walker:
         last = self.ed.lines[(node.end_lineno or node.lineno) - 1]
         tail = last[node.end_col_offset or 0:].strip()
         if raising:
+            pad = "\n" + indent.decode("utf-8")
             self.ed.add(node, pad.join([*raising, *(["; ".join(parts)] if parts else [])]), "")
         elif not parts and id(node) not in self.alone and not indent.strip() \
                 and (not tail or tail.startswith(b"#")):
@@ -517,3 +534,15 @@ class _Walker:
         else:
             self.ed.add(node, "; ".join(parts) or "pass", "")
         self.ed.log.pop()
+
+
+def indented(code: str, pad: str) -> str:
+    """``code`` (statements at column 0) one level in, by ``pad``: every line but the blank
+    ones and those that continue a multi-line string, whose text is the string's."""
+    inside: set[int] = set()
+    strings = {tokenize.STRING, getattr(tokenize, "FSTRING_MIDDLE", tokenize.STRING)}
+    for tok in tokenize.generate_tokens(io.StringIO(code).readline):
+        if tok.type in strings and tok.end[0] > tok.start[0]:
+            inside.update(range(tok.start[0] + 1, tok.end[0] + 1))
+    return "".join(line if i in inside or not line.strip() else pad + line
+                   for i, line in enumerate(code.splitlines(keepends=True), 1))
