@@ -123,7 +123,8 @@ MUST = {
                            "    factor = SCALE_conv  #", "    SCALE = 10.0\n"],
     ("cycles", "Net"): ["def is_odd(", "def is_even(", "else is_odd(n - 1)", "else OddGate()(x)"],
     ("registry", "Net"): ['@register_model\nclass Net(', '@register_act("double")\ndef double(',
-                          '_ACTS["tanh"] = torch.tanh', "@register_model\nclass Tiny("],
+                          '_ACTS["tanh"] = torch.tanh', "@register_model\nclass Tiny(",
+                          'add_act("square", _square, inverse=_root)\n'],
     ("registry", "Plain"): ["@register_model\nclass Plain(",
                             "_model_entrypoints = {}\n_module_names = set()\n"],
     ("class_registry", "AttnNet"): [

@@ -617,8 +617,10 @@ def holds_container(node: ast.stmt) -> bool:
 
 def registered_values(node: ast.stmt) -> frozenset[str]:
     """Names a registering statement only *stores*, as opposed to the key it registers under:
-    the keyword arguments of a decorator call (``@R.register(NATIVE, constraints=[_check])``)
-    and the right side of ``R[key] = fn``. A name that is also part of the key is not one."""
+    the keyword arguments of a decorator call (``@R.register(NATIVE, constraints=[_check])``),
+    the right side of ``R[key] = fn`` and the arguments after a string key in a call statement
+    (``register("swiglu", _swiglu, fused_fn=_swiglu_fused)``). A name that is also part of the
+    key is not one."""
     def names(exprs) -> set[str]:
         return {n.id for e in exprs for n in ast.walk(e) if isinstance(n, ast.Name)}
 
@@ -630,6 +632,13 @@ def registered_values(node: ast.stmt) -> frozenset[str]:
         return frozenset(stored - keyed)
     if isinstance(node, ast.Assign) and all(isinstance(t, ast.Subscript) for t in node.targets):
         return frozenset(names([node.value]) - names(node.targets))
+    call = node.value if isinstance(node, ast.Expr) else None
+    if isinstance(call, ast.Call) and call.args and isinstance(call.args[0], ast.Constant) \
+            and isinstance(call.args[0].value, str):
+        # deepspeed's ``register_expert_activation("swiglu", _swiglu, fused_fn=...)``: under
+        # a string key, what follows it is stored
+        stored = names([*call.args[1:], *(k.value for k in call.keywords)])
+        return frozenset(stored - names([call.func]))
     return frozenset()
 
 
