@@ -522,6 +522,8 @@ class _Walker:
         tail = last[node.end_col_offset or 0:].strip()
         if raising:
             pad = "\n" + indent.decode("utf-8")
+            if not parts:
+                raising[-1] = raising[-1].rstrip("\n")  # nothing follows: no blank lines
             self.ed.add(node, pad.join([*raising, *(["; ".join(parts)] if parts else [])]), "")
         elif not parts and id(node) not in self.alone and not indent.strip() \
                 and (not tail or tail.startswith(b"#")):
