@@ -240,8 +240,8 @@ MUST = {
         "    fused_add = fused_add_kernels\nexcept ImportError:\n    fused_add = None\n",
         # imported in a function's ``try`` (hyper-connections' triton_sinkhorn): a ``try`` of
         # its own at module level, and the import raises ImportError where it failed
-        "    def fast_norm(x):\n        return _norm_kernel(x) / x.norm()\nexcept ImportError:\n"
-        "    pass\n",
+        ("    def fast_norm(x):\n        return _norm_kernel(x) / x.norm()\nexcept ImportError:\n"
+         "    pass\n"),
         "            if 'fast_norm' not in globals():\n                raise ImportError("],
     ("globals_lookup", "Net"): ["gLN = GlobLN\nbN = BatchNorm\n", "def get(identifier):",
                                 "glpkg/norms.py looks names up in globals() (lines 22, 28)"],
