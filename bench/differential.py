@@ -30,6 +30,7 @@ not_comparable, timeout.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib
 import importlib.abc
 import importlib.machinery
@@ -173,8 +174,12 @@ def _config_names_of(upstream: dict, generated: dict) -> dict:
     """The generated module's namespace with the ``...Config`` names of upstream's, so that
     both sides pick the same config class for an unannotated ``config``: one only upstream
     binds (modeling_bert imports BertConfig, BertLayer's file has no use for it) is
-    upstream's; one only the file binds (an inlined base's annotation) is left out."""
-    ns = {k: v for k, v in generated.items() if not k.endswith("Config") or k in upstream}
+    upstream's; one only the file binds (an inlined base's annotation) is left out. So is a
+    dataclass only the file binds, which an annotation names: fairchem's escaip blocks take
+    ``global_cfg: GlobalConfigs``, which upstream imports under ``if TYPE_CHECKING:`` only
+    (for its string annotations) and the file defines, so only the file could build one."""
+    ns = {k: v for k, v in generated.items() if k in upstream or not (
+        k.endswith("Config") or isinstance(v, type) and dataclasses.is_dataclass(v))}
     ns.update({k: v for k, v in upstream.items() if k.endswith("Config") and k not in ns})
     return ns
 
@@ -256,9 +261,28 @@ def _without_module_paths(text: str) -> str:
 def _plain(sig) -> str:
     """A signature's text with module paths dropped from class names: a default of
     ``<class 'timm.layers.norm.LayerNorm2d'>`` upstream is ``LayerNorm2d`` from the generated
-    file's own module."""
-    text = re.sub(r" at 0x[0-9a-f]+>", ">", str(sig))
+    file's own module. A set default's items are in sorted order: megatron's
+    ``sub_modules_to_wrap={TransformerLayer, ...}`` holds classes, whose order in a set
+    follows their ids."""
+    if isinstance(sig, inspect.Signature):
+        sig = sig.replace(parameters=[
+            p.replace(default=_Unordered(p.default))
+            if isinstance(p.default, (set, frozenset)) and p.default else p
+            for p in sig.parameters.values()])
+    return _unqualified(str(sig))
+
+
+def _unqualified(text: str) -> str:
+    text = re.sub(r" at 0x[0-9a-f]+>", ">", text)
     return re.sub(r"\b(?:[A-Za-z_]\w*\.)+(?=[A-Za-z_])", "", text)
+
+
+class _Unordered:
+    def __init__(self, items) -> None:
+        self.text = "{" + ", ".join(sorted(_unqualified(repr(i)) for i in items)) + "}"
+
+    def __repr__(self) -> str:
+        return self.text
 
 
 def _seed(n: int) -> None:
