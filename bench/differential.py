@@ -241,8 +241,8 @@ def _repr(module, renamed: dict[str, str] | None = None) -> str:
 
 
 def _unrenamed(text: str, renamed: dict[str, str]) -> str:
-    """``text`` with the classes renamed for a clash ({name here: name upstream}) under
-    their upstream names again, wherever they are named."""
+    """``text`` with the classes and functions renamed for a clash ({name here: name
+    upstream}) under their upstream names again, wherever they are named."""
     for new, old in renamed.items():
         text = re.sub(rf"\b{re.escape(new)}\b", old, text)
     return text
@@ -331,12 +331,13 @@ def compare(job: dict, blockrun) -> dict:
         notes.append("annotations are strings here (the file's from __future__ import "
                      "annotations), the same once evaluated")
         up_sig = gen_sig
-    renamed = job.get("renamed_classes") or {}
+    renamed = job.get("renamed") or {}
     if _plain(up_sig) != _plain(gen_sig) and renamed and \
             _plain(up_sig) == _unrenamed(_plain(gen_sig), renamed):
         # brevitas' ``alpha_quant=qnn.QuantIdentity(...)``: a default built at import time
-        # prints its module tree, with the classes renamed for a clash
-        notes.append("the constructor's defaults differ only in the names of classes the "
+        # prints its module tree, with the classes renamed for a clash; deepspeed's
+        # ``activation_checkpoint_func=checkpoint`` prints a function renamed so
+        notes.append("the constructor's defaults differ only in the names of definitions the "
                      "header lists as renamed")
         up_sig = gen_sig
     if _plain(up_sig) != _plain(gen_sig):

@@ -38,13 +38,13 @@ from bench.measure import cpu_speed  # noqa: E402
 from nnrag_tui.engine.extractor import BlockExtractor, OutputNames  # noqa: E402
 
 
-_RENAMED_CLASS = re.compile(r"renamed class `(\w+)` -> `(\w+)`")
+_RENAMED_DEFINITION = re.compile(r"renamed (?:class|function) `(\w+)` -> `(\w+)`")
 
 
-def renamed_classes(rewrites: list[str]) -> dict[str, str]:
-    """{name here: name upstream} of the classes the header lists as renamed (a clash of two
-    same-named classes in one file): their repr shows the new name."""
-    return {new: old for r in rewrites for old, new in _RENAMED_CLASS.findall(r)}
+def renamed_definitions(rewrites: list[str]) -> dict[str, str]:
+    """{name here: name upstream} of the classes and functions the header lists as renamed (a
+    clash of two same-named definitions in one file): their repr shows the new name."""
+    return {new: old for r in rewrites for old, new in _RENAMED_DEFINITION.findall(r)}
 
 
 def jobs_for(ex: BlockExtractor, names: list[str], outdir: Path) -> tuple[list[dict], dict]:
@@ -57,7 +57,7 @@ def jobs_for(ex: BlockExtractor, names: list[str], outdir: Path) -> tuple[list[d
             continue
         jobs.append({"key": res.block.key, "file": res.paths[0],
                      "call_sites": ex.call_sites(res),
-                     "renamed_classes": renamed_classes(res.generated.rewrites)})
+                     "renamed": renamed_definitions(res.generated.rewrites)})
     return jobs, failed
 
 

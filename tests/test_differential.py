@@ -51,7 +51,7 @@ def compare(tmp_path: Path, generated: str, upstream: str = UPSTREAM,
          str(tmp_path / "src"), *(f"--stub={pkg}" for pkg in stubs),
          *(f"--stub-installed={pkg}" for pkg in installed)],
         input=json.dumps({"key": f"pkgd.blocks:{name}", "file": str(gen),
-                          "renamed_classes": renamed or {}}) + "\n",
+                          "renamed": renamed or {}}) + "\n",
         capture_output=True, text=True, timeout=300, check=False)
     assert proc.returncode == 0, proc.stderr[-2000:]
     return json.loads(proc.stdout)
@@ -379,6 +379,18 @@ def test_a_default_built_from_a_renamed_class_is_no_difference_in_the_signature(
     assert upstream != CLASH_UPSTREAM["blocks.py"] and generated != CLASH_GENERATED
     r = compare(tmp_path, generated, upstream, "Loss", renamed={"Loss_inner": "Loss"})
     assert r["verdict"] == "same", r
-    assert any("defaults differ only in the names of classes" in n for n in r["notes"]), r
+    assert any("defaults differ only in the names of definitions" in n for n in r["notes"]), r
     r = compare(tmp_path, generated, upstream, "Loss")
     assert r["verdict"] == "differs" and "constructor signature" in r["reason"], r
+
+
+def test_the_renamed_definitions_are_the_classes_and_functions_the_header_lists():
+    from bench.faithful_bench import renamed_definitions
+
+    # deepspeed's ``activation_checkpoint_func=checkpoint``: a function renamed for a clash
+    # shows in a constructor's defaults as much as a class does
+    rewrites = ["renamed class `Loss` -> `Loss_inner`",
+                "renamed function `checkpoint` -> `checkpoint_checkpointing`",
+                "renamed `checkpoint` -> `checkpoint_checkpointing`"]
+    assert renamed_definitions(rewrites) == {"Loss_inner": "Loss",
+                                             "checkpoint_checkpointing": "checkpoint"}
