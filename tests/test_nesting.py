@@ -4,7 +4,7 @@ missing and with it there. The golden case ``optional_module`` covers the whole 
 
 from __future__ import annotations
 
-from nnrag_tui.engine.rewrite import indented, rewrite_statement
+from nnrag_tui.engine.rewrite import ImportEdits, indented, rewrite_statement
 
 GUARD = "try:\n    from .kernels import fused\nexcept ImportError:\n    fused = None\n"
 
@@ -12,8 +12,9 @@ GUARD = "try:\n    from .kernels import fused\nexcept ImportError:\n    fused = 
 def _nest(package: str) -> str:
     code = f'import {package}\n\n\ndef fused(x):\n    """Doubles.\n\n    Twice.\n    """\n' \
            "    return 2 * x\n"
-    out, log = rewrite_statement(GUARD, {}, {}, {(2, "fused"): None},
-                                 nested={2: (code, "kernels.py runs inside this `try`")})
+    imports = ImportEdits(guarded={(2, "fused"): None},
+                          nested={2: (code, "kernels.py runs inside this `try`")})
+    out, log = rewrite_statement(GUARD, {}, {}, imports)
     assert sorted(log) == ["guarded import of `fused` dropped (inlined)",
                            "kernels.py runs inside this `try`"]
     return out

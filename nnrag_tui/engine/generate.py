@@ -19,7 +19,7 @@ from nnrag_tui.engine.moduleobject import is_object_key
 from nnrag_tui.engine.nesting import NestedModule, nested_modules
 from nnrag_tui.engine.provenance import repo_path
 from nnrag_tui.engine.resolve import UNUSED, Closure, ExternalImport, NodeId
-from nnrag_tui.engine.rewrite import indented, rewrite_statement
+from nnrag_tui.engine.rewrite import ImportEdits, indented, rewrite_statement
 from nnrag_tui.engine.spec import build_spec, find_class
 
 STDLIB = frozenset(getattr(sys, "stdlib_module_names", ())) | {"__future__"}
@@ -79,40 +79,9 @@ class GeneratedBlock:
 
 def generate(closure: Closure, sources: dict[str, dict]) -> GeneratedBlock:
     block = closure.block
-    definitions: list[Definition] = []
     body: list[str] = []
-    refs_by_node: dict[NodeId, list[tuple[str, tuple]]] = {}
-    for (user, name), key in closure.refs.items():
-        refs_by_node.setdefault(user, []).append((name, key))
     nests = nested_modules(closure)
-    inner = {n: m for found in nests.values() for m in found for n in m.nodes}
-    texts: dict[NodeId, str] = {}
-    for node in closure.nodes:
-        nested, unsure = {}, {}
-        for m in nests.get(node, ()):
-            if m.in_function:
-                unsure.update(_unsure_names(closure, m))
-            else:
-                nested[m.line - closure.stmt(node).line + 1] = (
-                    _nested_code(closure, m, texts), _nested_note(closure, m))
-        text, log = _statement_text(closure, node, refs_by_node.get(node, []), nested, unsure)
-        texts[node] = text
-        if node in inner:
-            m = inner[node]
-            relpath = closure.entries[m.site[0]].facts.relpath
-            log = [*log, f"indented, inside a `try` of its own, as upstream imports its module "
-                         f"only in a function's `try` ({relpath}:{m.line})" if m.in_function
-                   else f"indented, inside the `try` of {relpath}:{closure.stmt(m.site).line}"]
-            if m.in_function and node == m.nodes[-1]:
-                texts[node] = ("try:\n" + indented(_nested_code(closure, m, texts), "    ")
-                               + "except ImportError:\n    pass\n")
-                inner.pop(node)  # it stands for them all
-        st = closure.stmt(node)
-        entry = closure.entries[node[0]]
-        if not is_object_key(node[0]):  # a module object is not upstream text (its note says)
-            definitions.append(Definition(entry.source, entry.module, entry.facts.relpath,
-                                          st.line, st.end_line, entry.facts.sha1,
-                                          tuple(sorted(st.binds)), tuple(log)))
+    texts, definitions, inner = _statement_texts(closure, nests)
     outer = [n for n in closure.nodes if n not in inner]
     for prev, node in zip([None, *outer], outer):
         if prev is not None:
@@ -153,6 +122,47 @@ def generate(closure: Closure, sources: dict[str, dict]) -> GeneratedBlock:
                           [e.text() for e in closure.externals.values()],
                           list(closure.unresolved), list(closure.notes),
                           list(closure.module_files))
+
+
+def _statement_texts(closure: Closure, nests: dict[NodeId, list[NestedModule]]
+                     ) -> tuple[dict[NodeId, str], list[Definition], dict[NodeId, NestedModule]]:
+    """Every statement's text as the file has it, its header entry, and the statements that
+    go inside another's ``try`` (engine.nesting): by the module they belong to. A module
+    upstream imports only in a function's ``try`` becomes a ``try`` of its own, which its last
+    statement's text stands for (that statement is then no longer among the inner ones)."""
+    refs_by_node: dict[NodeId, list[tuple[str, tuple]]] = {}
+    for (user, name), key in closure.refs.items():
+        refs_by_node.setdefault(user, []).append((name, key))
+    inner = {n: m for found in nests.values() for m in found for n in m.nodes}
+    texts: dict[NodeId, str] = {}
+    definitions: list[Definition] = []
+    for node in closure.nodes:
+        nested, unsure = {}, {}
+        for m in nests.get(node, ()):
+            if m.in_function:
+                unsure.update(_unsure_names(closure, m))
+            else:
+                nested[m.line - closure.stmt(node).line + 1] = (
+                    _nested_code(closure, m, texts), _nested_note(closure, m))
+        text, log = _statement_text(closure, node, refs_by_node.get(node, []), nested, unsure)
+        texts[node] = text
+        if node in inner:
+            m = inner[node]
+            relpath = closure.entries[m.site[0]].facts.relpath
+            log = [*log, f"indented, inside a `try` of its own, as upstream imports its module "
+                         f"only in a function's `try` ({relpath}:{m.line})" if m.in_function
+                   else f"indented, inside the `try` of {relpath}:{closure.stmt(m.site).line}"]
+            if m.in_function and node == m.nodes[-1]:
+                texts[node] = ("try:\n" + indented(_nested_code(closure, m, texts), "    ")
+                               + "except ImportError:\n    pass\n")
+                inner.pop(node)  # it stands for them all
+        st = closure.stmt(node)
+        entry = closure.entries[node[0]]
+        if not is_object_key(node[0]):  # a module object is not upstream text (its note says)
+            definitions.append(Definition(entry.source, entry.module, entry.facts.relpath,
+                                          st.line, st.end_line, entry.facts.sha1,
+                                          tuple(sorted(st.binds)), tuple(log)))
+    return texts, definitions, inner
 
 
 def _nested_code(closure: Closure, m: NestedModule, texts: dict[NodeId, str]) -> str:
@@ -236,7 +246,8 @@ def _statement_text(closure: Closure, node: NodeId, refs: list[tuple[str, tuple]
     unsure.update(more_unsure or {})
     entry = closure.entries[node[0]]
     home = (entry.module, entry.facts.is_package) if st.kind != "import" else None
-    return rewrite_statement(text, renames, chains, guarded, early, home, unsure, nested)
+    return rewrite_statement(text, renames, chains, ImportEdits(guarded, unsure, nested or {}),
+                             early, home)
 
 
 def _module_docstring(ms: ModuleSource) -> str | None:

@@ -76,7 +76,7 @@ class ModuleSource:
         # ``global``; name -> the module-level statements that call one of them
         self.global_writers: dict[int, set[str]] = {}
         self.rebinding_calls: dict[str, set[int]] = {}
-        if "global" in text:
+        if _GLOBAL_STATEMENT.search(text):
             self.global_writers, self.rebinding_calls = _global_rebinding_calls(tree)
             for n, calls in self.rebinding_calls.items():
                 self.binders[n] = sorted({*self.binders.get(n, ()), *calls})
@@ -739,6 +739,11 @@ def bound_only_by_imports(node: ast.stmt, name: str) -> bool:
     return all(by_import for n, by_import in _bindings(node) if n == name)
 
 
+# what may be a ``global`` statement: at the start of a line or after ``:`` or ``;``
+# (a pre-filter: not ``global_pool``, nor most of a docstring's "global average pooling")
+_GLOBAL_STATEMENT = re.compile(r"(?:^|[:;])[ \t]*global[ \t]+[A-Za-z_]", re.MULTILINE)
+
+
 def _global_rebinding_calls(tree: ast.Module) -> tuple[dict[int, set[str]],
                                                         dict[str, set[int]]]:
     """(module-level function -> the names of the module it rebinds through ``global``,
@@ -750,10 +755,14 @@ def _global_rebinding_calls(tree: ast.Module) -> tuple[dict[int, set[str]],
     by_name: dict[str, set[str]] = {}
     for i, node in enumerate(tree.body):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            declared = {n for sub in _own_scope(node) if isinstance(sub, ast.Global)
-                        for n in sub.names}
-            stored = {sub.id for sub in _own_scope(node) if isinstance(sub, ast.Name)
-                      and isinstance(sub.ctx, (ast.Store, ast.Del)) and sub.id in declared}
+            declared: set[str] = set()
+            written: set[str] = set()
+            for sub in _own_scope(node):
+                if isinstance(sub, ast.Global):
+                    declared.update(sub.names)
+                elif isinstance(sub, ast.Name) and isinstance(sub.ctx, (ast.Store, ast.Del)):
+                    written.add(sub.id)
+            stored = written & declared
             if stored:
                 writers[i] = by_name[node.name] = stored
     calls: dict[str, set[int]] = {}

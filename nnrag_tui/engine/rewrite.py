@@ -21,6 +21,7 @@ import re
 import symtable
 import tokenize
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from functools import lru_cache
 
 from nnrag_tui.engine.modsource import annotation_strings, class_early_reads, typing_call_strings
@@ -33,49 +34,60 @@ _TABLE_NAME = {ast.Lambda: "lambda", ast.ListComp: "listcomp", ast.SetComp: "set
                ast.DictComp: "dictcomp", ast.GeneratorExp: "genexpr"}
 
 
+@dataclass(frozen=True)
+class ImportEdits:
+    """What becomes of a statement's imports of corpus names. ``guarded`` maps (line inside
+    the statement, bound name) of an import to the name it should be assigned from (``None``:
+    drop it; the definition it imported is already inlined under the bound name; ``""``: drop
+    it, nothing reads the name). ``unsure`` maps the imports of ``guarded`` whose definition
+    its module may leave undefined to the ImportError upstream's import then raises: the
+    rewrite raises it too, where a ``try`` may expect it, instead of a NameError. ``nested``
+    maps the line of a guarded import to (the statements of the module it imports, at column
+    0, and the header's line on them), which go right above what the import becomes
+    (engine.nesting)."""
+
+    guarded: dict[tuple[int, str], str | None] = field(default_factory=dict)
+    unsure: dict[tuple[int, str], str] = field(default_factory=dict)
+    nested: dict[int, tuple[str, str]] = field(default_factory=dict)
+
+    def key(self) -> tuple:
+        """A hashable form, for the cache."""
+        return (tuple(sorted(self.guarded.items(), key=lambda kv: kv[0])),
+                tuple(sorted(self.unsure.items())), tuple(sorted(self.nested.items())))
+
+
 def rewrite_statement(
     text: str,
     renames: dict[str, str],
     chains: dict[str, str],
-    guarded: dict[tuple[int, str], str | None],
+    imports: ImportEdits | None = None,
     early: dict[str, str] | None = None,
     home: tuple[str, bool] | None = None,
-    unsure: dict[tuple[int, str], str] | None = None,
-    nested: dict[int, tuple[str, str]] | None = None,
 ) -> tuple[str, list[str]]:
-    """Returns the rewritten text and one line per rewrite made. ``guarded`` maps (line inside
-    the statement, bound name) of an import to the name it should be assigned from (``None``:
-    drop it; the definition it imported is already inlined under the bound name; ``""``: drop
-    it, nothing reads the name). ``early`` renames the reads that run before the statement
-    binds that same name (the bases in ``class Output(Output):``, a default, a right-hand
-    side), which ``renames`` would otherwise give the statement's own name. ``home`` is the
-    statement's module and whether it is a package: a relative import kept in the statement
-    (inside a function, or a kept ``try``) becomes absolute, since the file has no package.
-    ``unsure`` maps the imports of ``guarded`` whose definition its module may leave undefined
-    to the ImportError upstream's import then raises: the rewrite raises it too, where a
-    ``try`` may expect it, instead of a NameError. ``nested`` maps the line of a guarded import
-    to (the statements of the module it imports, at column 0, and the header's line on them),
-    which go right above what the import becomes (engine.nesting)."""
+    """Returns the rewritten text and one line per rewrite made. ``imports`` says what becomes
+    of its imports of corpus names (``ImportEdits``). ``early`` renames the reads that run
+    before the statement binds that same name (the bases in ``class Output(Output):``, a
+    default, a right-hand side), which ``renames`` would otherwise give the statement's own
+    name. ``home`` is the statement's module and whether it is a package: a relative import
+    kept in the statement (inside a function, or a kept ``try``) becomes absolute, since the
+    file has no package."""
+    imports = imports or ImportEdits()
     early = early or {}
-    unsure = unsure or {}
-    nested = nested or {}
     if home is not None and not _RELATIVE.search(text):
         home = None
-    if not renames and not chains and not guarded and not early and home is None:
+    if not renames and not chains and not imports.guarded and not early and home is None:
         return text, []
     out, log = _cached(text, tuple(sorted(renames.items())), tuple(sorted(chains.items())),
-                       tuple(sorted(guarded.items(), key=lambda kv: kv[0])),
-                       tuple(sorted(early.items())), home, tuple(sorted(unsure.items())),
-                       tuple(sorted(nested.items())))
+                       imports.key(), tuple(sorted(early.items())), home)
     return out, list(dict.fromkeys(log))  # one line per distinct rewrite
 
 
 @lru_cache(maxsize=4096)
-def _cached(text: str, renames: tuple, chains: tuple, guarded: tuple,
-            early: tuple, home: tuple[str, bool] | None, unsure: tuple,
-            nested: tuple) -> tuple[str, tuple]:
-    out, log = _rewrite(text, dict(renames), dict(chains), dict(guarded), dict(early), home,
-                        dict(unsure), dict(nested))
+def _cached(text: str, renames: tuple, chains: tuple, imports: tuple,
+            early: tuple, home: tuple[str, bool] | None) -> tuple[str, tuple]:
+    guarded, unsure, nested = imports
+    out, log = _rewrite(text, dict(renames), dict(chains),
+                        ImportEdits(dict(guarded), dict(unsure), dict(nested)), dict(early), home)
     return out, tuple(log)
 
 
@@ -109,15 +121,13 @@ class _Edits:
 
 
 def _rewrite(text: str, renames: dict[str, str], chains: dict[str, str],
-             guarded: dict[tuple[int, str], str | None],
-             early: dict[str, str], home: tuple[str, bool] | None,
-             unsure: dict[tuple[int, str], str],
-             nested: dict[int, tuple[str, str]]) -> tuple[str, list[str]]:
+             imports: ImportEdits, early: dict[str, str],
+             home: tuple[str, bool] | None) -> tuple[str, list[str]]:
     tree = ast.parse(text)
     table = symtable.symtable(text, "<stmt>", "exec")
     ed = _Edits(text)
-    walker = _Walker(ed, renames, chains, guarded, early, home, unsure, nested)
-    if guarded:
+    walker = _Walker(ed, renames, chains, imports, early, home)
+    if imports.guarded:
         walker.alone = _alone_in_block(tree, walker.leaves_nothing)
     walker.run(tree, table)
     return ed.apply(), ed.log
@@ -165,8 +175,9 @@ def _dotted(node: ast.AST) -> tuple[str, ast.Name] | None:
 class _Walker:
     """Walks the tree with the symtable scope of every node at hand."""
 
-    def __init__(self, ed: _Edits, renames, chains, guarded, early, home, unsure,
-                 nested) -> None:
+    def __init__(self, ed: _Edits, renames: dict[str, str], chains: dict[str, str],
+                 imports: ImportEdits, early: dict[str, str],
+                 home: tuple[str, bool] | None) -> None:
         self.ed = ed
         self.home = home
         self.renames = renames
@@ -174,9 +185,9 @@ class _Walker:
         self.top: ast.stmt | None = None  # the module-level statement being walked
         self.before_binding = False  # inside a part of it that runs before it binds
         self.chains = chains
-        self.guarded = guarded
-        self.unsure = unsure
-        self.nested = nested
+        self.guarded = imports.guarded
+        self.unsure = imports.unsure
+        self.nested = imports.nested
         self.used: set[int] = set()
         self.alone: set[int] = set()  # ids of statements alone in their block
         self.early: set[int] = set()  # ids of class-body reads that are module-level uses
