@@ -243,6 +243,18 @@ MUST = {
         ("    def fast_norm(x):\n        return _norm_kernel(x) / x.norm()\nexcept ImportError:\n"
          "    pass\n"),
         "            if 'fast_norm' not in globals():\n                raise ImportError("],
+    # modules upstream imports only inside functions, from two of them, and a module they
+    # import as they load (deepspeed's triton kernels): one ``try`` of their own, each import
+    # raising ImportError where they failed; what the network reads as it loads stays at the
+    # top, as does a module imported in a function that needs nothing which may be missing
+    ("lazy_group", "Net"): [
+        "\n\nSCALE = 2.0\n\n\ndef shift(x):\n    return x + 1\n\n\ntry:\n"
+        "    import nnrag_missing_triton as triton\n\n\n    @triton.jit\n    def _scaled(x):",
+        "    def relu_func(x):\n        return kern_linear(x).relu()\nexcept ImportError:\n"
+        "    pass\n",
+        "            if 'linear_func' not in globals():\n                raise ImportError(",
+        "        if 'relu_func' not in globals():\n            raise ImportError(",
+        "(lgpkg/net.py:17 and 1 more)"],
     ("globals_lookup", "Net"): ["gLN = GlobLN\nbN = BatchNorm\n", "def get(identifier):",
                                 "glpkg/norms.py looks names up in globals() (lines 22, 28)"],
     ("folder_registry", "Net"): [
@@ -319,6 +331,7 @@ MUST_NOT = {
     ("setattr_patch", "Net"): ["Unused"],
     ("patch_order", "Net"): ["circular"],
     ("optional_module", "Net"): ["\nimport nnrag_missing_triton"],
+    ("lazy_group", "Net"): ["\nimport nnrag_missing_triton", "    SCALE = 2.0", "    def shift("],
     # ``_probe`` reads its own cache: another of its calls is no binding that read needs
     ("unsure_import", "Net"): ["HAVE_GPU"],
     ("alias", "Net"): ["Projection", "winit"],
@@ -543,6 +556,30 @@ def test_an_external_import_nothing_reads_still_runs(extracted):
                 net.check_accel()
     finally:
         forget_upstream("lipkg")
+
+
+def test_modules_imported_inside_functions_fail_where_upstream_s_do(extracted, tmp_path):
+    """Without the package the kernels need, the file imports and the network runs, as
+    upstream's does; the paths that import the kernels raise ImportError in both."""
+    res, _, repo = extracted("lazy_group", "Net")
+    assert res.ok, res.error
+    mod = load_generated(res, tmp_path, "_golden_lazy_group")
+    try:
+        up_mod = import_upstream(repo, "lgpkg.net")
+        x = torch.randn(2, 8)
+        torch.manual_seed(0)
+        upstream = up_mod.Net()
+        torch.manual_seed(0)
+        ours = mod.Net()
+        assert same(ours(x), upstream(x))
+        for net in (upstream, ours, up_mod.Net(fast=True), mod.Net(fast=True)):
+            with pytest.raises(ImportError):
+                net.relu(x)
+            if net.fast:
+                with pytest.raises(ImportError):
+                    net(x)
+    finally:
+        forget_upstream("lgpkg")
 
 
 def test_a_registry_filled_by_a_folder_loop_has_what_upstream_registers(extracted):

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from nnrag_tui import __version__
 from nnrag_tui.engine.modsource import ModuleSource
 from nnrag_tui.engine.moduleobject import is_object_key
-from nnrag_tui.engine.nesting import NestedModule, nested_modules
+from nnrag_tui.engine.nesting import LazyGroup, NestedModule, nesting
 from nnrag_tui.engine.provenance import repo_path
 from nnrag_tui.engine.resolve import UNUSED, Closure, ExternalImport, NodeId
 from nnrag_tui.engine.rewrite import ImportEdits, indented, rewrite_statement
@@ -80,8 +80,8 @@ class GeneratedBlock:
 def generate(closure: Closure, sources: dict[str, dict]) -> GeneratedBlock:
     block = closure.block
     body: list[str] = []
-    nests = nested_modules(closure)
-    texts, definitions, inner = _statement_texts(closure, nests)
+    nests, groups = nesting(closure)
+    texts, definitions, inner = _statement_texts(closure, nests, groups)
     outer = [n for n in closure.nodes if n not in inner]
     for prev, node in zip([None, *outer], outer):
         if prev is not None:
@@ -94,7 +94,7 @@ def generate(closure: Closure, sources: dict[str, dict]) -> GeneratedBlock:
     if "." in block.qualname:
         tail.append(f"{exported} = {top}.{block.qualname.split('.', 1)[1]}\n")
     tail.append(f"__all__ = [{exported!r}]\n".replace("'", '"'))
-    moved = {i for found in nests.values() for m in found for i in m.externals}
+    moved = {i for found in [*nests.values(), groups] for m in found for i in m.externals}
     imports = _import_section(closure.future, [e for i, e in closure.externals.items()
                                                if i not in moved])
     header = _header(closure, definitions, sources)
@@ -124,64 +124,79 @@ def generate(closure: Closure, sources: dict[str, dict]) -> GeneratedBlock:
                           list(closure.module_files))
 
 
-def _statement_texts(closure: Closure, nests: dict[NodeId, list[NestedModule]]
-                     ) -> tuple[dict[NodeId, str], list[Definition], dict[NodeId, NestedModule]]:
+def _statement_texts(closure: Closure, nests: dict[NodeId, list[NestedModule]],
+                     groups: list[LazyGroup]
+                     ) -> tuple[dict[NodeId, str], list[Definition], set[NodeId]]:
     """Every statement's text as the file has it, its header entry, and the statements that
-    go inside another's ``try`` (engine.nesting): by the module they belong to. A module
-    upstream imports only in a function's ``try`` becomes a ``try`` of its own, which its last
-    statement's text stands for (that statement is then no longer among the inner ones)."""
+    go inside another's text (engine.nesting): a guard of the module that imports theirs, or
+    the ``try`` of their group, which the group's last statement's text stands for (that
+    statement is then not among the inner ones)."""
     refs_by_node: dict[NodeId, list[tuple[str, tuple]]] = {}
     for (user, name), key in closure.refs.items():
         refs_by_node.setdefault(user, []).append((name, key))
-    inner = {n: m for found in nests.values() for m in found for n in m.nodes}
+    unsure_by_node: dict[NodeId, dict[tuple[int, str], str]] = {}
+    for g in groups:
+        for (user, line, bound) in g.sites:
+            key = closure.guarded_imports[(user, line, bound)]
+            unsure_by_node.setdefault(user, {})[(line - closure.stmt(user).line + 1, bound)] = \
+                f"cannot import name {key[2]!r} from {key[1][1]!r}"
+    notes: dict[NodeId, str] = {}
+    for found in nests.values():
+        for m in found:
+            where = f"{closure.entries[m.site[0]].facts.relpath}:{closure.stmt(m.site).line}"
+            notes.update((n, f"indented, inside the `try` of {where}") for n in m.nodes)
+    last: dict[NodeId, LazyGroup] = {}
+    for g in groups:
+        last[g.nodes[-1]] = g
+        notes.update((n, _group_note(closure, g, n[0])) for n in g.nodes)
     texts: dict[NodeId, str] = {}
     definitions: list[Definition] = []
     for node in closure.nodes:
-        nested, unsure = {}, {}
-        for m in nests.get(node, ()):
-            if m.in_function:
-                unsure.update(_unsure_names(closure, m))
-            else:
-                nested[m.line - closure.stmt(node).line + 1] = (
-                    _nested_code(closure, m, texts), _nested_note(closure, m))
-        text, log = _statement_text(closure, node, refs_by_node.get(node, []), nested, unsure)
+        nested = {m.line - closure.stmt(node).line + 1:
+                  (_nested_code(closure, m, texts), _nested_note(closure, m))
+                  for m in nests.get(node, ())}
+        text, log = _statement_text(closure, node, refs_by_node.get(node, []), nested,
+                                    unsure_by_node.get(node))
         texts[node] = text
-        if node in inner:
-            m = inner[node]
-            relpath = closure.entries[m.site[0]].facts.relpath
-            log = [*log, f"indented, inside a `try` of its own, as upstream imports its module "
-                         f"only in a function's `try` ({relpath}:{m.line})" if m.in_function
-                   else f"indented, inside the `try` of {relpath}:{closure.stmt(m.site).line}"]
-            if m.in_function and node == m.nodes[-1]:
-                texts[node] = ("try:\n" + indented(_nested_code(closure, m, texts), "    ")
-                               + "except ImportError:\n    pass\n")
-                inner.pop(node)  # it stands for them all
+        if node in notes:
+            log = [*log, notes[node]]
+        if node in last:
+            texts[node] = ("try:\n" + indented(_nested_code(closure, last[node], texts), "    ")
+                           + "except ImportError:\n    pass\n")
         st = closure.stmt(node)
         entry = closure.entries[node[0]]
         if not is_object_key(node[0]):  # a module object is not upstream text (its note says)
             definitions.append(Definition(entry.source, entry.module, entry.facts.relpath,
                                           st.line, st.end_line, entry.facts.sha1,
                                           tuple(sorted(st.binds)), tuple(log)))
-    return texts, definitions, inner
+    return texts, definitions, set(notes) - set(last)
 
 
-def _nested_code(closure: Closure, m: NestedModule, texts: dict[NodeId, str]) -> str:
-    """The statements of a module emitted inside the guard of its import (engine.nesting),
-    after the imports of it that may fail, at column 0."""
+def _group_note(closure: Closure, g: LazyGroup, module: tuple[str, str]) -> str:
+    """The header's line on a statement of a lazy group: where upstream imports its module,
+    if it does (the first such place), or which of the group's modules import it."""
+    sites = [(closure.entries[user[0]].facts.relpath, line)
+             for user, line, _bound in g.sites
+             if closure.guarded_imports[(user, line, _bound)][1] == module]
+    if sites:
+        where = ", ".join(f"{r}:{n}" for r, n in sorted(set(sites))[:1])
+        more = len(set(sites)) - 1
+        where += f" and {more} more" if more else ""
+        why = f"as upstream imports its module only inside functions ({where})"
+    else:
+        why = "as upstream imports its module only from modules imported inside functions"
+    return f"indented, inside a `try` of its own, {why}"
+
+
+def _nested_code(closure: Closure, m: NestedModule | LazyGroup,
+                 texts: dict[NodeId, str]) -> str:
+    """The statements of a module emitted inside the guard of its import, or of a lazy group
+    (engine.nesting), after the imports of them that may fail, at column 0."""
     parts = [_import_section([], [closure.externals[i] for i in m.externals]).rstrip() + "\n"]
     for prev, node in zip([None, *m.nodes], m.nodes):
         parts.append("\n\n" if prev is None else _separator(closure, prev, node))
         parts.append(texts[node].rstrip() + "\n")
     return "".join(parts)
-
-
-def _unsure_names(closure: Closure, m: NestedModule) -> dict[tuple[int, str], str]:
-    """The imports of ``m`` inside a function, each to raise ImportError where the ``try``
-    around ``m``'s statements failed, as upstream's import then does."""
-    first = closure.stmt(m.site).line
-    return {(line - first + 1, bound): f"cannot import name {key[2]!r} from {m.module[1]!r}"
-            for (user, line, bound), key in closure.guarded_imports.items()
-            if user == m.site and key and key[1] == m.module}
 
 
 def _nested_note(closure: Closure, m: NestedModule) -> str:

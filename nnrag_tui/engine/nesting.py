@@ -15,13 +15,16 @@ one level. That is what upstream's import does, step by step: without the packag
 raises ImportError before any of the module's definitions exist, and the fallback holds. Lines
 inside a multi-line string keep their text (engine.rewrite.indented).
 
-Where that ``try`` is in a function (hyper-connections' ``__init__`` has ``try: from
-hyper_connections.triton_sinkhorn import triton_sinkhorn except ImportError: ...``), the
-module's statements would be the function's locals there. They go, where the last of them
-was, inside a ``try: ... except ImportError: pass`` of their own, and the import in the
-function raises ImportError where they are undefined (engine.rewrite). Upstream ran the
-module at the first call, this file when it is imported: the header's note on imports inside
-functions says so.
+A module upstream imports only inside functions, that is, when they are first called
+(deepspeed's ``LinearOp.__init__`` has ``from deepspeed.ops.transformer.inference.triton.ops
+import linear_func``, in several functions of several modules, and the kernel modules behind
+it import each other and ``triton``), would have its statements be those functions' locals
+there. Such modules go as a group (``LazyGroup``: those that import a package which may be
+missing, and those among the lazily imported ones that import them at module level), where
+the last of their statements was, inside a ``try: ... except ImportError: pass`` of their own,
+and each import in a function raises ImportError where they are undefined (engine.rewrite),
+as upstream's import does without the package. Upstream ran the modules at the first call,
+this file when it is imported: the header's note on imports inside functions says so.
 """
 
 from __future__ import annotations
@@ -43,54 +46,146 @@ class NestedModule:
     module: tuple[str, str]  # the module emitted there
     nodes: list[NodeId]  # its statements, in emission order
     externals: list[str]  # identities of the external imports that go there too
-    # the import is inside a function: the module's statements go, where the last of them
-    # was, inside a ``try`` of their own, and the import raises ImportError where they failed
-    in_function: bool = False
 
 
-def nested_modules(closure: Closure) -> dict[NodeId, list[NestedModule]]:
-    """The modules to emit inside the guard of their one import, by the statement holding it."""
+@dataclass
+class LazyGroup:
+    """Modules upstream imports only inside functions, emitted in a ``try`` of their own."""
+
+    modules: list[tuple[str, str]]
+    nodes: list[NodeId]  # their statements, in emission order; the last one's place is theirs
+    externals: list[str]  # identities of the external imports that go there too
+    # (statement, line, bound name) of each import in a function of one of their definitions
+    sites: list[tuple[NodeId, int, str]]
+
+
+def nesting(closure: Closure) -> tuple[dict[NodeId, list[NestedModule]], list[LazyGroup]]:
+    """The modules to emit inside the guard of their one import, by the statement holding it,
+    and the groups of modules to emit in a ``try`` of their own (see the module's docstring).
+    An import that may fail goes into each of them that makes it (two kernel modules may both
+    ``import triton``), and stays at the top where any other statement reads it."""
+    guarded = _guarded_modules(closure)
+    groups = _lazy_groups(closure, {m.module for m in guarded})
+    ext_users = _external_users(closure)
+    inside = {m.module for m in guarded} | {m for g in groups for m in g.modules}
+    movable = {i: {u[0] for u in users} for i, users in ext_users.items()
+               if i in closure.externals and _may_be_missing(closure.externals[i].module)
+               and all(u[0] in inside for u in users)}
+    nests: dict[NodeId, list[NestedModule]] = {}
+    for m in guarded:
+        m.externals = sorted(i for i, users in movable.items() if m.module in users)
+        if m.externals:
+            nests.setdefault(m.site, []).append(m)
+    kept = []
+    for g in groups:
+        g.externals = sorted(i for i, users in movable.items() if users & set(g.modules))
+        if g.externals:
+            kept.append(g)
+    return nests, kept
+
+
+def _guarded_modules(closure: Closure) -> list[NestedModule]:
+    """The modules upstream imports once, right in a ``try`` that catches ImportError as the
+    module runs, that no other statement reads: to emit inside that ``try``."""
     sites: dict[tuple[str, str], set[tuple[NodeId, int]]] = {}
     for (user, line, _bound), key in closure.guarded_imports.items():
         if key and key[0] == "def" and key[1] != user[0] and not is_object_key(key[1]):
             sites.setdefault(key[1], set()).add((user, line))
     if not sites:
-        return {}
+        return []
     readers: dict[tuple[str, str], set[NodeId]] = {}
     for d in closure.deps:
         for n in d.nodes:
             if n[0] != d.user[0]:
                 readers.setdefault(n[0], set()).add(d.user)
-    ext_users: dict[str, set[NodeId]] = {}
-    for (user, _name), key in [*closure.refs.items(), *closure.early_refs.items()]:
-        if key[0] == "ext":
-            ext_users.setdefault(key[1], set()).add(user)
     position = {n: i for i, n in enumerate(closure.nodes)}
     found: list[NestedModule] = []
     for module, where in sorted(sites.items()):
         if len(where) != 1 or module == (closure.block.source, closure.block.module):
             continue
         ((site, line),) = where
-        scope = _caught(closure, site, line)
-        if readers.get(module, set()) - {site} or scope is None:
+        if readers.get(module, set()) - {site} or not _caught(closure, site, line):
             continue
         nodes = [n for n in closure.nodes if n[0] == module]
-        if scope == "module" and any(position[n] > position[site] for n in nodes):
+        if any(position[n] > position[site] for n in nodes):
             continue  # (what they need then comes after the guard too)
-        found.append(NestedModule(site, line, module, nodes, [], scope == "function"))
-    # an import that may fail goes into each such module that makes it (two kernel modules
-    # may both ``import triton``), and stays at the top where any other statement reads it
-    modules = {m.module for m in found}
-    out: dict[NodeId, list[NestedModule]] = {}
-    for m in found:
-        m.externals = sorted(
-            identity for identity, users in ext_users.items()
-            if identity in closure.externals and any(u[0] == m.module for u in users)
-            and all(u[0] in modules for u in users)
-            and _may_be_missing(closure.externals[identity].module))
-        if m.externals:
-            out.setdefault(m.site, []).append(m)
-    return out
+        found.append(NestedModule(site, line, module, nodes, []))
+    return found
+
+
+def _lazy_groups(closure: Closure, guarded: set[tuple[str, str]]) -> list[LazyGroup]:
+    """The groups of modules upstream imports only inside functions, that import a package
+    which may be missing, or import at load time such a module; without their externals yet.
+    ``guarded`` modules go inside the statement holding their import, not into a group."""
+    target = (closure.block.source, closure.block.module)
+    emitted: dict[tuple[str, str], list[NodeId]] = {}
+    for n in closure.nodes:
+        emitted.setdefault(n[0], []).append(n)
+    eager: dict[tuple[str, str], set[tuple[str, str]]] = {}  # module -> modules reading it
+    for d in closure.deps:
+        lazy = d.how == "local-import" and not d.load
+        for n in d.nodes:
+            if n[0] != d.user[0] and not lazy:
+                eager.setdefault(n[0], set()).add(d.user[0])
+    # the modules only ever imported lazily, or by such modules: the largest such set
+    lazily = {m for m in emitted if m != target and m not in guarded and not is_object_key(m)}
+    changed = True
+    while changed:
+        changed = False
+        for m in sorted(lazily):
+            if eager.get(m, set()) - lazily - {m}:
+                lazily.discard(m)
+                changed = True
+    # what fails without a package: the modules that import one, and those importing them
+    failing = {u[0] for i, users in _external_users(closure).items()
+               if i in closure.externals and _may_be_missing(closure.externals[i].module)
+               for u in users if u[0] in lazily}
+    while True:
+        more = {r for m in failing for r in eager.get(m, ()) if r in lazily} - failing
+        if not more:
+            break
+        failing |= more
+    groups: list[LazyGroup] = []
+    for part in _connected(failing, eager):
+        sites = sorted((user, line, bound)
+                       for (user, line, bound), key in closure.guarded_imports.items()
+                       if key and key[0] == "def" and key[1] in part and user[0] not in part)
+        nodes = [n for n in closure.nodes if n[0] in part]
+        groups.append(LazyGroup(sorted(part), nodes, [], sites))
+    return groups
+
+
+def _connected(modules: set[tuple[str, str]], eager: dict[tuple[str, str], set[tuple[str, str]]]
+               ) -> list[set[tuple[str, str]]]:
+    """``modules`` split where no import at load time joins them."""
+    parts: list[set[tuple[str, str]]] = []
+    left = set(modules)
+    while left:
+        start = min(left)
+        part, todo = {start}, [start]
+        while todo:
+            m = todo.pop()
+            near = {r for r in eager.get(m, ()) if r in left} | {
+                o for o in left if m in eager.get(o, ())}
+            for o in near - part:
+                part.add(o)
+                todo.append(o)
+        left -= part
+        parts.append(part)
+    return parts
+
+
+def _external_users(closure: Closure) -> dict[str, set[NodeId]]:
+    """External import identity -> the statements that read what it binds."""
+    users: dict[str, set[NodeId]] = {}
+    for (user, _name), key in [*closure.refs.items(), *closure.early_refs.items()]:
+        if key[0] == "ext":
+            users.setdefault(key[1], set()).add(user)
+    for user, chains in closure.chains.items():
+        for key in chains.values():
+            if key[0] == "ext":
+                users.setdefault(key[1], set()).add(user)
+    return users
 
 
 def _may_be_missing(module: str) -> bool:
@@ -98,31 +193,24 @@ def _may_be_missing(module: str) -> bool:
     return top not in STDLIB and top not in ALWAYS_EXTERNAL
 
 
-def _caught(closure: Closure, site: NodeId, line: int) -> str | None:
-    """Where the import on ``line`` of the statement ``site`` runs, if it is right in the body
-    of a ``try`` that catches ImportError: "module" (alone on its lines, as the module runs;
-    the module's statements can go right there) or "function" (in a function's body: there
-    they would be its locals, and go to module level in a ``try`` of their own). None
-    otherwise, as in a class body."""
+def _caught(closure: Closure, site: NodeId, line: int) -> bool:
+    """Whether the import on ``line`` of the statement ``site`` runs as the module runs, alone
+    on its lines, right in the body of a ``try`` that catches ImportError: the imported
+    module's statements can go right there. Not in a function or a class body."""
     ms = closure.modules[site[0]]
-    stack: list[tuple[ast.AST, str | None]] = [(ms.stmts[site[1]].node, "module")]
+    stack: list[ast.AST] = [ms.stmts[site[1]].node]
     while stack:
-        node, scope = stack.pop()
-        if isinstance(node, ast.ClassDef):
-            scope = None if scope == "module" else scope
-        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-            scope = "function"
-        stack.extend((child, scope) for child in ast.iter_child_nodes(node))
+        node = stack.pop()
+        if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            continue
+        stack.extend(ast.iter_child_nodes(node))
         if not isinstance(node, ast.Try):
             continue
         for st in node.body:
             if isinstance(st, (ast.Import, ast.ImportFrom)) and st.lineno == line:
-                if not any(_catches(h.type) for h in node.handlers):
-                    return None
-                if scope == "module" and ms.lines[line - 1][:st.col_offset].strip():
-                    return None
-                return scope
-    return None
+                return any(_catches(h.type) for h in node.handlers) and \
+                    not ms.lines[line - 1][:st.col_offset].strip()
+    return False
 
 
 def _catches(expr: ast.expr | None) -> bool:
