@@ -255,6 +255,10 @@ MUST = {
         "            if 'linear_func' not in globals():\n                raise ImportError(",
         "        if 'relu_func' not in globals():\n            raise ImportError(",
         "(lgpkg/net.py:17 and 1 more)"],
+    # a name another module binds by one of two imports in a ``try`` (deepspeed's ``inf``
+    # from ``torch._six`` or ``torch``): that ``try`` comes along, not its first import alone
+    ("guarded_reexport", "Net"): [
+        "try:\n    from nnrag_missing_six import inf\nexcept ImportError:\n    from math import inf\n"],
     ("globals_lookup", "Net"): ["gLN = GlobLN\nbN = BatchNorm\n", "def get(identifier):",
                                 "glpkg/norms.py looks names up in globals() (lines 22, 28)"],
     ("folder_registry", "Net"): [
@@ -331,6 +335,7 @@ MUST_NOT = {
     ("setattr_patch", "Net"): ["Unused"],
     ("patch_order", "Net"): ["circular"],
     ("optional_module", "Net"): ["\nimport nnrag_missing_triton"],
+    ("guarded_reexport", "Net"): ["\nfrom nnrag_missing_six"],
     ("lazy_group", "Net"): ["\nimport nnrag_missing_triton", "    SCALE = 2.0", "    def shift("],
     # ``_probe`` reads its own cache: another of its calls is no binding that read needs
     ("unsure_import", "Net"): ["HAVE_GPU"],

@@ -175,6 +175,11 @@ class ModuleIndex:
                                       min(alt.confidence, 0.9),
                                       f"{entry.module}:{rec.line}: corpus fallback of a guarded "
                                       f"import ({t.name} otherwise)")
+                if self._alternatives(entry, recs, depth):
+                    # ``try: from torch._six import inf`` / ``except ModuleNotFoundError: from
+                    # torch import inf`` (deepspeed's runtime/utils.py): which one binds the
+                    # name is decided as the module runs, so the statements are what it is
+                    return Target("def", name, entry)
             return t
         for star in entry.stars:
             t = self._from_star(entry, star, name, depth)
@@ -237,6 +242,13 @@ class ModuleIndex:
         if t.kind in ("def", "module", "external"):
             return _with_how(t, "star")
         return None
+
+    def _alternatives(self, entry: ModuleEntry, recs: list[ImportRecord], depth: int) -> bool:
+        """Whether guarded imports alone bind a name, and not all of them to one thing."""
+        if any(r.guard.kind not in ("try", "except", "if") for r in recs):
+            return False
+        found = {(t.kind, t.name) for t in (self.follow_import(entry, r, depth) for r in recs)}
+        return len(found) > 1
 
     def follow_import(self, entry: ModuleEntry, rec: ImportRecord, depth: int = 0) -> Target:
         if not rec.target:
