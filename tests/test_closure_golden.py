@@ -23,6 +23,7 @@ import importlib
 import importlib.util
 import os
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -259,6 +260,20 @@ MUST = {
     # from ``torch._six`` or ``torch``): that ``try`` comes along, not its first import alone
     ("guarded_reexport", "Net"): [
         "try:\n    from nnrag_missing_six import inf\nexcept ImportError:\n    from math import inf\n"],
+    # an operator read as ``torch.ops.NS.OP`` comes with the statements of its repository that
+    # register it, defined before what registers its gradient or fake (deepspeed's autotp)
+    ("torch_ops", "Net"): [
+        '@torch.library.custom_op("nnrag_golden::scale", mutates_args=())\ndef scale(',
+        'torch.library.register_autograd("nnrag_golden::scale", _scale_backward)\n',
+        '@torch.library.register_fake("nnrag_golden::scale")\ndef scale_fake(x):'],
+    # a corpus module imported inside a function, where the file has its module object
+    # already (deepspeed's ``from deepspeed import comm as dist`` in ``get_dist_msg``)
+    ("local_module_object", "Net"): ["    dist = comm\n\n    return f\"[{dist.get_rank()}]"],
+    # registered under a constant's value by a module the package imports, in a registry
+    # that is an instance of a corpus dict class (ludwig's ``@register_preprocessor(BAG)``)
+    ("constant_registry", "Net"): [
+        "@register_preprocessor(BAG)\nclass BagPreprocessing:",
+        "'bag' is registered by crpkg/prep/bag.py:5"],
     ("globals_lookup", "Net"): ["gLN = GlobLN\nbN = BatchNorm\n", "def get(identifier):",
                                 "glpkg/norms.py looks names up in globals() (lines 22, 28)"],
     ("folder_registry", "Net"): [
@@ -336,6 +351,9 @@ MUST_NOT = {
     ("patch_order", "Net"): ["circular"],
     ("optional_module", "Net"): ["\nimport nnrag_missing_triton"],
     ("guarded_reexport", "Net"): ["\nfrom nnrag_missing_six"],
+    ("torch_ops", "Net"): ["nnrag_golden::unused", "fast_fake"],
+    ("constant_registry", "Net"): ["SetPreprocessing", "SET = "],
+    ("local_module_object", "Net"): ["import comm as dist", "kept as written"],
     ("lazy_group", "Net"): ["\nimport nnrag_missing_triton", "    SCALE = 2.0", "    def shift("],
     # ``_probe`` reads its own cache: another of its calls is no binding that read needs
     ("unsure_import", "Net"): ["HAVE_GPU"],
@@ -585,6 +603,20 @@ def test_modules_imported_inside_functions_fail_where_upstream_s_do(extracted, t
                     net(x)
     finally:
         forget_upstream("lgpkg")
+
+
+def test_an_operator_the_block_reads_is_registered_in_a_fresh_process(extracted, tmp_path):
+    """torch's operators are global to a process: in a fresh one, where nothing else has
+    registered it, the file defines the operator it reads and computes with it."""
+    res, _, _ = extracted("torch_ops", "Net")
+    assert res.ok, res.error
+    (tmp_path / "Net.py").write_text(res.generated.code)
+    script = ("import torch, Net\nnet = Net.Net()\nx = torch.randn(2, 8)\n"
+              "assert torch.equal(net(x), 2 * net.fc(x))\nprint('ok')\n")
+    run = subprocess.run([sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, "
+                          f"{str(tmp_path)!r})\n{script}"], capture_output=True, text=True,
+                         timeout=300)
+    assert run.stdout.strip() == "ok", run.stderr
 
 
 def test_a_registry_filled_by_a_folder_loop_has_what_upstream_registers(extracted):

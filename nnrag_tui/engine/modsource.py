@@ -86,6 +86,7 @@ class ModuleSource:
         self._locals: dict[int, frozenset[str]] = {}
         self._nested: dict[int, list] = {}
         self._literal_calls: dict[int, list[tuple[str, str]]] = {}
+        self._constant_calls: dict[int, list[tuple[str, str]]] = {}
         self._dotted_reads: dict[int, DottedReads] = {}
         self._patch: dict[int, tuple] = {}
 
@@ -145,6 +146,18 @@ class ModuleSource:
                 nodes = getattr(st.node, "decorator_list", []) if decorators_only else [st.node]
                 hit = [(callee, lit) for node in nodes for callee, lit in literal_calls(node)]
             self._literal_calls[key] = hit
+        return hit
+
+    def constant_calls(self, st: TopStmt, decorators_only: bool = False
+                       ) -> list[tuple[str, str]]:
+        """(callee, name) of the calls in ``st`` whose first argument is a name
+        (``constant_calls``), as ``literal_calls``; cached."""
+        key = -1 - st.index if decorators_only else st.index
+        hit = self._constant_calls.get(key)
+        if hit is None:
+            nodes = getattr(st.node, "decorator_list", []) if decorators_only else [st.node]
+            hit = self._constant_calls[key] = [
+                (callee, name) for node in nodes for callee, name in constant_calls(node)]
         return hit
 
     def reads_bare(self, st: TopStmt, dotted: str, resolved: set[str]) -> bool:
@@ -538,6 +551,22 @@ def literal_calls(node: ast.AST):
             callee = _dotted(sub.func)
             if callee is not None:
                 yield callee, sub.args[0].value
+
+
+def constant_calls(node: ast.AST):
+    """(callee as written, the name) of every call in ``node`` whose first argument, or only
+    keyword argument, is a name: ludwig's ``@register_preprocessor(BAG)`` and
+    ``PreprocessingDataclassField(feature_type=BAG)``, where ``BAG = "bag"`` is a constant of
+    ``ludwig.constants`` (engine.imported_along)."""
+    for sub in ast.walk(node):
+        if not isinstance(sub, ast.Call):
+            continue
+        first = sub.args[0] if sub.args else (
+            sub.keywords[0].value if len(sub.keywords) == 1 and sub.keywords[0].arg else None)
+        if isinstance(first, ast.Name):
+            callee = _dotted(sub.func)
+            if callee is not None:
+                yield callee, first.id
 
 
 DottedReads = tuple[dict[str, list[int]], dict[int, list[str]]]

@@ -43,6 +43,7 @@ from nnrag_tui.engine.modulefiles import ModuleFiles, literals, uses_module_file
 from nnrag_tui.engine.moduleobject import (
     MODULE_OBJECT,
     ModuleObject,
+    is_object_key,
     namespace,
     object_key,
     unsure_members,
@@ -50,10 +51,13 @@ from nnrag_tui.engine.moduleobject import (
 from nnrag_tui.engine.parse import dotted, resolve_relative
 from nnrag_tui.engine.patches import mutated_parameters, reads_beyond_decorator_methods
 from nnrag_tui.engine.reach import METACLASS_CREATION, SUBCLASS_HOOK, method_reads, run_names
+from nnrag_tui.engine.torchops import MAY_REGISTER, op_reads, registered_ops
 
 ALWAYS_EXTERNAL = frozenset({"torch"})
 NodeId = tuple[tuple[str, str], int]  # ((source, module), statement index)
 BindKey = tuple  # ("def", (source, module), name) | ("ext", identity)
+# bases that make a corpus class's instance a container (engine.modsource.holds_container)
+_DICT_BASES = frozenset({"dict", "UserDict", "OrderedDict", "defaultdict"})
 UNUSED: BindKey = ("unused",)  # an import inside a function whose name nothing there reads
 
 # ``sys.modules[name] = module``, as a package aliases its old module paths
@@ -165,6 +169,9 @@ class Resolver:
         self._folder_imports: dict[tuple[str, str], list[tuple[int, FolderImport]]] = {}
         self.import_edges: Edges = {}  # module -> the modules importing it runs directly
         self._mentions: dict[tuple[tuple[str, str], str], bool] = {}
+        # source -> operator (``NS::OP``) -> the statements registering something for it, and
+        # whether each defines it (engine.torchops)
+        self._ops: dict[str, dict[str, list[tuple[ModuleEntry, int, bool]]]] = {}
 
     def is_external(self, module: str) -> bool:
         """torch is always imported, also when its own source is the corpus."""
@@ -205,10 +212,30 @@ class Resolver:
                 return entry.facts.relpath
         return None
 
-    def mentions(self, entry: ModuleEntry, literal: str) -> bool:
-        """Whether a module's file has ``literal`` as a string in quotes: a cheap test before
-        parsing it; cached."""
-        key = (entry.key, literal)
+    def op_registrations(self, source: str) -> dict[str, list[tuple[ModuleEntry, int, bool]]]:
+        """The module-level statements of one repository that register torch operators, by
+        operator (engine.torchops); its files are read once, and parsed where they may."""
+        hit = self._ops.get(source)
+        if hit is None:
+            hit = self._ops[source] = {}
+            for key, entry in sorted(self.index.entries.items()):
+                if key[0] != source:
+                    continue
+                try:
+                    data = (Path(self.roots[source]) / entry.facts.relpath).read_bytes()
+                except OSError:
+                    continue
+                if not MAY_REGISTER.search(data):
+                    continue
+                for st in self.module_source(entry).stmts:
+                    for op, defines in registered_ops(st.node).items():
+                        hit.setdefault(op, []).append((entry, st.index, defines))
+        return hit
+
+    def mentions(self, entry: ModuleEntry, literal: str, quoted: bool = True) -> bool:
+        """Whether a module's file has ``literal`` as a string in quotes (or anywhere, not
+        ``quoted``): a cheap test before parsing it; cached."""
+        key = (entry.key, literal if quoted else f"\0{literal}")
         hit = self._mentions.get(key)
         if hit is None:
             ms = self._sources.get(entry.key)
@@ -217,7 +244,9 @@ class Resolver:
                     (Path(self.roots[entry.source]) / entry.facts.relpath).read_bytes()
             except OSError:
                 data = b""
-            hit = self._mentions[key] = any(f"{q}{literal}{q}".encode() in data for q in "\"'")
+            needles = [f"{q}{literal}{q}".encode() for q in "\"'"] if quoted else \
+                [literal.encode()]
+            hit = self._mentions[key] = any(n in data for n in needles)
         return hit
 
     def module_source(self, entry: ModuleEntry) -> ModuleSource:
@@ -296,6 +325,9 @@ class _ClosureBuilder:
         self.entry = entry
         self.order: list[NodeId] = []  # discovery order
         self.seen: set[NodeId] = set()
+        self._ops_scanned = 0  # how much of ``order`` add_op_registrations has read
+        # operator -> the statements registering something for it, and whether each defines it
+        self._op_nodes: dict[str, list[tuple[NodeId, bool]]] = {}
         self.deps: list[Dependency] = []
         self.refs: dict[tuple[NodeId, str], BindKey] = {}
         self.early_refs: dict[tuple[NodeId, str], BindKey] = {}
@@ -331,6 +363,9 @@ class _ClosureBuilder:
         self.by_name_fillers: dict[tuple[str, str], list[NodeId]] = {}
         # module objects (engine.moduleobject), by their key
         self.objects: dict[tuple[str, str], ModuleObject] = {}
+        # imports of a corpus module inside a function: (statement, the import, where it
+        # leads, directly in a class body, the header's note on it)
+        self.local_modules: list[tuple[NodeId, ImportRecord, Target, bool, str]] = []
         self.object_notes: dict[tuple[str, str], int] = {}  # module object -> its note
 
     # -- graph -----------------------------------------------------------------------------
@@ -371,6 +406,28 @@ class _ClosureBuilder:
             self.object_notes[key] = len(self.notes)
             self.notes.append(obj.note(name))
         return self._add((key, 0))
+
+    def bind_local_module_imports(self) -> set[str]:
+        """An import of a corpus module inside a function binds the module object standing in
+        for that module where the file has one already (deepspeed's ``get_dist_msg`` has
+        ``from deepspeed import comm as dist``, and its ``deepspeed.comm`` is a value
+        elsewhere): ``dist = dist_comm``. Any other is kept as written, which needs the
+        package installed once the function runs, as its note in the header says. Returns the
+        notes of those no longer kept."""
+        bound: set[str] = set()
+        kept: set[str] = set()
+        for node, rec, t, in_class_body, note in self.local_modules:
+            key = object_key(t.entry.key) if t.kind == "module" and t.entry else None
+            if key not in self.objects:
+                kept.add(note)
+                continue
+            self.guarded[(node, rec.line, rec.bound)] = ("def", key, MODULE_OBJECT)
+            # (no order: the object is here for its other users, and waits for every name
+            # of its module, which the function's other needs would then wait for too)
+            self.deps.append(Dependency(node, rec.bound, "definition", t.name, "local-import",
+                                        1.0, in_class_body))
+            bound.add(note)
+        return bound - kept
 
     def visit_module_object(self, node: NodeId) -> None:
         entry = self.entries[node[0]]
@@ -502,12 +559,15 @@ class _ClosureBuilder:
                 pos += 1
                 self.visit(node)
             if not (self.add_registry_fillers() | self.add_patches()
-                    | self.add_keyed_registrations() | self.add_object_chains()):
+                    | self.add_keyed_registrations() | self.add_object_chains()
+                    | self.add_op_registrations()):
                 break
+        gone = self.bind_local_module_imports()
         out_names = self.allocate_names()
         for key, i in self.object_notes.items():  # as the file names it, with all it holds
             obj = self.objects[key]
             self.notes[i] = obj.note(out_names.get(("def", key, MODULE_OBJECT), obj.name))
+        self.notes = [n for n in self.notes if n not in gone]
         nodes = self.emission_order()
         future: list[str] = []
         for key in {n[0] for n in nodes}:
@@ -1067,6 +1127,8 @@ class _ClosureBuilder:
                             f"{entry.module.split('.')[0]} installed")
                     if note not in self.notes:
                         self.notes.append(note)
+                    # unless the module is a value here already (bind_local_module_imports)
+                    self.local_modules.append((node, rec, t, in_class_body, note))
                 elif rec.target and rec.target.split(".")[0] in self.index.packages and \
                         self.index.find_module(rec.target, None) is None:
                     self.deferred_unindexed.add(rec.target)  # said once, in the header
@@ -1178,6 +1240,7 @@ class _ClosureBuilder:
         if not readers:
             return False
         sought: dict[tuple[BindKey, str], list[NodeId]] = {}
+        constants: set[str] = set()  # names of string constants passed as keys
         calls = [((user, name), key) for (user, name), key in self.refs.items()]
         calls += [((user, chain), key) for user, chains in self.chains.items()
                   for chain, key in chains.items()]
@@ -1185,7 +1248,14 @@ class _ClosureBuilder:
             if key not in readers:
                 continue
             ms = self.modules[user[0]]
-            for callee, literal in ms.literal_calls(ms.stmts[user[1]]):
+            ust = ms.stmts[user[1]]
+            keyed = list(ms.literal_calls(ust))
+            for callee, const in ms.constant_calls(ust):
+                literal = self.string_constant(self.entries[user[0]], ms, const)
+                if literal is not None:
+                    keyed.append((callee, literal))
+                    constants.add(const)
+            for callee, literal in keyed:
                 if callee == name:
                     for reg in readers[key]:
                         if (reg, literal) not in self._keys_sought:
@@ -1199,15 +1269,21 @@ class _ClosureBuilder:
         added = False
         for mkey, chain in along.items():
             entry = self.index.entries[mkey]
-            if mkey in self.modules or self.r.is_external(entry.module) or \
-                    not any(self.r.mentions(entry, literal) for literal in literals):
+            if mkey in self.modules or self.r.is_external(entry.module) or not (
+                    any(self.r.mentions(entry, literal) for literal in literals)
+                    or any(self.r.mentions(entry, c, quoted=False) for c in constants)):
                 continue
             ms = self.r.module_source(entry)
             for st in ms.stmts:
                 if st.kind == "import":
                     continue
-                for callee, literal in ms.literal_calls(
-                        st, decorators_only=st.kind in ("class", "function")):
+                shape = st.kind in ("class", "function")
+                keyed = list(ms.literal_calls(st, decorators_only=shape))
+                for callee, const in ms.constant_calls(st, decorators_only=shape):
+                    literal = self.string_constant(entry, ms, const)
+                    if literal is not None:
+                        keyed.append((callee, literal))
+                for callee, literal in keyed:
                     t = self.index.resolve_dotted(entry, callee)
                     if t.kind != "def" or t.entry is None or t.attr:
                         continue
@@ -1227,6 +1303,22 @@ class _ClosureBuilder:
                             if note not in self.notes:
                                 self.notes.append(note)
         return added
+
+    def string_constant(self, entry: ModuleEntry, ms: ModuleSource, name: str) -> str | None:
+        """The string a name stands for where one module-level ``NAME = "text"`` binds it, in
+        the module or where its import leads (ludwig's ``BAG`` of ``ludwig.constants``)."""
+        key = self.r.binding_key(entry, ms, name)
+        home = self.index.entries.get(key[1]) if key is not None else None
+        if home is None:
+            return None
+        hms = self.r.module_source(home)
+        binders = hms.binders.get(key[2], [])
+        node = hms.stmts[binders[0]].node if len(binders) == 1 else None
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(
+                node.targets[0], ast.Name) and isinstance(node.value, ast.Constant) and \
+                isinstance(node.value.value, str):
+            return node.value.value
+        return None
 
     def construction_reach(self) -> set[NodeId]:
         """The statements of the closure that run when the block is built and called: from
@@ -1285,6 +1377,41 @@ class _ClosureBuilder:
                 f"{importer} imports the modules of its folder by computed name, and they fill "
                 "registries this block reads: their registrations are inlined, from "
                 f"{', '.join(names)}")
+
+    def add_op_registrations(self) -> bool:
+        """The statements registering the torch operators that included statements read as
+        ``torch.ops.NS.OP`` (engine.torchops), from the reader's repository; each goes before
+        its reader, and after the statements defining its operator. Returns whether any was
+        added."""
+        size = len(self.order)
+        start, self._ops_scanned = self._ops_scanned, size
+        for node in self.order[start:size]:
+            if is_object_key(node[0]):
+                continue
+            ms = self.modules[node[0]]
+            st = ms.stmts[node[1]]
+            if "torch.ops." not in ms.stmt_text(st):
+                continue
+            registry = self.r.op_registrations(node[0][0])
+            for op in sorted(op_reads(st.node)):
+                found = registry.get(op, ())
+                if not any(defines for _, _, defines in found):
+                    # (torchvision's ``register_fake("torchvision::nms")`` is for an operator
+                    # its compiled extension defines: without that, registering it fails)
+                    continue
+                name = f"torch.ops.{op.replace('::', '.')}"
+                regs = self._op_nodes.get(op)
+                if regs is None:
+                    regs = self._op_nodes[op] = [(self.add(entry, i), defines)
+                                                 for entry, i, defines in found]
+                    defining = tuple(n for n, defines in regs if defines)
+                    for n, defines in regs:
+                        if not defines:
+                            self.deps.append(Dependency(n, name, "definition", op,
+                                                        "registration", 1.0, True, defining))
+                self.deps.append(Dependency(node, name, "definition", op, "registration", 1.0,
+                                            True, tuple(n for n, _ in regs)))
+        return len(self.order) > size
 
     def add_patches(self) -> bool:
         """Module-level statements, in the modules the closure spans, that change one of its
@@ -1363,7 +1490,23 @@ class _ClosureBuilder:
         registry rule sees it."""
         entry, ms = self.entries.get(key[1]), self.modules.get(key[1])
         return entry is not None and ms is not None and any(
-            holds_container(ms.stmts[i].node) for i in self.binders(entry, key[2]))
+            holds_container(ms.stmts[i].node) or self._dict_instance(entry, ms, ms.stmts[i].node)
+            for i in self.binders(entry, key[2]))
+
+    def _dict_instance(self, entry: ModuleEntry, ms: ModuleSource, node: ast.stmt) -> bool:
+        """``NAME = Registry()`` where ``Registry`` is a corpus class deriving from a dict
+        (ludwig's ``class Registry(UserDict, Generic[T])``): a container as much as ``{}``."""
+        value = node.value if isinstance(node, (ast.Assign, ast.AnnAssign)) else None
+        if not isinstance(value, ast.Call) or not isinstance(value.func, ast.Name):
+            return False
+        key = self.r.binding_key(entry, ms, value.func.id)
+        home = self.index.entries.get(key[1]) if key is not None else None
+        if home is None:
+            return False
+        hms = self.r.module_source(home)
+        return any(isinstance(hms.stmts[i].node, ast.ClassDef) and any(
+            (dotted(b) or "").rsplit(".", 1)[-1] in _DICT_BASES
+            for b in hms.stmts[i].node.bases) for i in hms.binders.get(key[2], []))
 
     def _mutated_by(self, key: BindKey) -> frozenset:
         """The parameters a corpus function changes in place (engine.patches)."""
