@@ -279,3 +279,29 @@ def test_a_file_above_the_module_folder_is_named_and_not_written(tmp_path):
     res.write(out)
     assert sorted(p.name for p in out.parent.rglob("*")) == ["PNet.py", "PNet.spec.json",
                                                            "blocks"]
+
+
+def test_every_file_a_folder_lookup_reads_comes_along_however_many(tmp_path):
+    """ludwig's ``_PATH_HERE`` in ``schema/metadata/__init__.py`` loads five YAML files beside
+    it as the module imports (``_load("optimizers.yaml")`` ...). The header names four and
+    says how many more; all five go beside the file, or its import fails."""
+    names = ["a", "b", "c", "d", "e"]
+    loads = "".join(f'{n.upper()} = _load("{n}.json")\n' for n in names)
+    root = write_tree(tmp_path / "repo", {
+        "mpkg/__init__.py": "",
+        "mpkg/meta.py": (
+            "import json\nimport os\n\n_PATH_HERE = os.path.abspath(os.path.dirname(__file__))\n"
+            "\n\ndef _load(name):\n    with open(os.path.join(_PATH_HERE, \"configs\", name)) "
+            "as f:\n        return json.load(f)\n\n\n" + loads),
+        "mpkg/layers.py": (
+            "from torch import nn\n\nfrom mpkg.meta import A, B, C, D, E\n\n\n"
+            "class Summed(nn.Module):\n    def forward(self, x):\n"
+            "        return x * (A[\"v\"] + B[\"v\"] + C[\"v\"] + D[\"v\"] + E[\"v\"])\n"),
+        **{f"mpkg/configs/{n}.json": f'{{"v": {i}}}\n' for i, n in enumerate(names)},
+    })
+    out, mod = written_and_imported(tmp_path, root, "Summed",
+                                    [f"configs/{n}.json" for n in names])
+    code = (out / "Summed.py").read_text()
+    assert "mpkg/configs/d.json (as configs/d.json) and 1 more" in code
+    import torch
+    assert mod.Summed()(torch.ones(1)).item() == 10.0

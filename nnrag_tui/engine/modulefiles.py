@@ -16,7 +16,7 @@ from pathlib import Path
 
 MAX_DEPTH = 3  # directories below the module's own that are searched
 MAX_FILES = 5000  # per directory tree, so that a huge data directory costs little
-MAX_SHOWN = 4  # files named per statement
+MAX_SHOWN = 4  # files the header names per statement (all of them go beside the file)
 
 
 def is_plain_relative(rel: str) -> bool:
@@ -65,7 +65,7 @@ class ModuleFiles:
             # directory: the files the other statements name under it (``DIR / "precomputed"
             # / "tf_gammas.pt"``)
             found = {f for f in files for w in elsewhere if f == w or f.endswith("/" + w)}
-        return [(Path(module_dir, f).as_posix(), f) for f in sorted(found)[:MAX_SHOWN]]
+        return [(Path(module_dir, f).as_posix(), f) for f in sorted(found)]
 
     @staticmethod
     def outside(root: str, relpath: str, node: ast.stmt) -> list[tuple[str, str]]:
@@ -81,7 +81,14 @@ class ModuleFiles:
             up = os.path.normpath(os.path.join(module_dir, w)).replace(os.sep, "/")
             if not up.startswith("../") and os.path.isfile(os.path.join(root, up)):
                 out.append((up, w))
-        return out[:MAX_SHOWN]
+        return out
+
+
+def listed(files: list[tuple[str, str]]) -> str:
+    """``up (as rel)`` for the first ``MAX_SHOWN`` files, and how many more there are."""
+    text = ", ".join(f"{up} (as {rel})" for up, rel in files[:MAX_SHOWN])
+    more = len(files) - MAX_SHOWN
+    return text + (f" and {more} more" if more > 0 else "")
 
 
 def literals(node: ast.stmt) -> frozenset[str]:

@@ -39,7 +39,7 @@ from nnrag_tui.engine.modsource import (
     named_with_module,
     registered_values,
 )
-from nnrag_tui.engine.modulefiles import ModuleFiles, literals, uses_module_file
+from nnrag_tui.engine.modulefiles import ModuleFiles, listed, literals, uses_module_file
 from nnrag_tui.engine.moduleobject import (
     MODULE_OBJECT,
     ModuleObject,
@@ -679,13 +679,12 @@ class _ClosureBuilder:
             outside = self.r.module_files.outside(root, entry.facts.relpath, st.node) \
                 if root else []
             if found:
-                part += " reads " + ", ".join(f"{up} (as {rel})" for up, rel in found)
+                part += " reads " + listed(found)
                 for up, rel in found:
                     if rel not in {r for _, r in self.module_files}:
                         self.module_files.append((os.path.join(root, up), rel))
             if outside:
-                part += (" reads " if not found else " and ") + ", ".join(
-                    f"{up} (as {rel})" for up, rel in outside) + (
+                part += (" reads " if not found else " and ") + listed(outside) + (
                     ", above this file's folder, where nnrag does not write: put "
                     f"{'them' if len(outside) > 1 else 'it'} there yourself")
             parts.append(part)
