@@ -180,7 +180,16 @@ def _config_names_of(upstream: dict, generated: dict) -> dict:
     (for its string annotations) and the file defines, so only the file could build one."""
     ns = {k: v for k, v in generated.items() if k in upstream or not (
         k.endswith("Config") or isinstance(v, type) and dataclasses.is_dataclass(v))}
-    ns.update({k: v for k, v in upstream.items() if k.endswith("Config") and k not in ns})
+    added = {k: v for k, v in upstream.items() if k.endswith("Config") and k not in ns}
+    ns.update(added)
+    # a base of such a class that both bind is upstream's too: deepspeed's
+    # ``DeepSpeedMoEInferenceConfig`` (upstream's only) derives from ``DeepSpeedInferenceConfig``
+    # (the file's own as well), and with the file's base there were two most derived config
+    # classes, so no guess used one
+    for k, v in upstream.items():
+        if k.endswith("Config") and k not in added and isinstance(v, type) and any(
+                isinstance(a, type) and a is not v and issubclass(a, v) for a in added.values()):
+            ns[k] = v
     return ns
 
 

@@ -394,3 +394,36 @@ def test_the_renamed_definitions_are_the_classes_and_functions_the_header_lists(
                 "renamed `checkpoint` -> `checkpoint_checkpointing`"]
     assert renamed_definitions(rewrites) == {"Loss_inner": "Loss",
                                              "checkpoint_checkpointing": "checkpoint"}
+
+
+CONFIGS = '''\
+import torch
+from torch import nn
+
+
+class BaseConfig:
+    def __init__(self, hidden_size: int = 8):
+        self.hidden_size = hidden_size
+
+
+class MoEConfig(BaseConfig):
+    pass
+
+
+class MoEMLP(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.fc = nn.Linear(config.hidden_size, config.hidden_size)
+
+    def forward(self, x):
+        return self.fc(x)
+'''
+
+
+def test_a_config_class_only_upstream_binds_is_guessed_with_its_own_base(tmp_path):
+    """deepspeed's ``DeepSpeedMoEMLP(config)`` module binds ``DeepSpeedMoEInferenceConfig``;
+    the file needs only its base (inlined for other definitions). Both sides guess an
+    instance of upstream's class, and none of its base, for the unannotated ``config``."""
+    generated = CONFIGS.replace("class MoEConfig(BaseConfig):\n    pass\n\n\n", "")
+    r = compare(tmp_path, generated, CONFIGS, "MoEMLP")
+    assert r["verdict"] == "same", r
