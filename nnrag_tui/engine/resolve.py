@@ -1247,14 +1247,10 @@ class _ClosureBuilder:
             if key not in readers:
                 continue
             ms = self.modules[user[0]]
-            ust = ms.stmts[user[1]]
-            keyed = list(ms.literal_calls(ust))
-            for callee, const in ms.constant_calls(ust):
-                literal = self.string_constant(self.entries[user[0]], ms, const)
-                if literal is not None:
-                    keyed.append((callee, literal))
+            for callee, literal, const in self.keyed_calls(self.entries[user[0]], ms,
+                                                           ms.stmts[user[1]]):
+                if const is not None:
                     constants.add(const)
-            for callee, literal in keyed:
                 if callee == name:
                     for reg in readers[key]:
                         if (reg, literal) not in self._keys_sought:
@@ -1276,13 +1272,8 @@ class _ClosureBuilder:
             for st in ms.stmts:
                 if st.kind == "import":
                     continue
-                shape = st.kind in ("class", "function")
-                keyed = list(ms.literal_calls(st, decorators_only=shape))
-                for callee, const in ms.constant_calls(st, decorators_only=shape):
-                    literal = self.string_constant(entry, ms, const)
-                    if literal is not None:
-                        keyed.append((callee, literal))
-                for callee, literal in keyed:
+                for callee, literal, _ in self.keyed_calls(
+                        entry, ms, st, decorators_only=st.kind in ("class", "function")):
                     t = self.index.resolve_dotted(entry, callee)
                     if t.kind != "def" or t.entry is None or t.attr:
                         continue
@@ -1303,21 +1294,39 @@ class _ClosureBuilder:
                                 self.notes.append(note)
         return added
 
+    def keyed_calls(self, entry: ModuleEntry, ms: ModuleSource, st: TopStmt,
+                    decorators_only: bool = False) -> list[tuple[str, str, str | None]]:
+        """(callee, key, the constant's name or None) of the calls in ``st`` whose first
+        argument is a string literal, or a name bound to one (``string_constant``)."""
+        out: list[tuple[str, str, str | None]] = [
+            (callee, literal, None)
+            for callee, literal in ms.literal_calls(st, decorators_only=decorators_only)]
+        for callee, const in ms.constant_calls(st, decorators_only=decorators_only):
+            literal = self.string_constant(entry, ms, const)
+            if literal is not None:
+                out.append((callee, literal, const))
+        return out
+
     def string_constant(self, entry: ModuleEntry, ms: ModuleSource, name: str) -> str | None:
         """The string a name stands for where one module-level ``NAME = "text"`` binds it, in
         the module or where its import leads (ludwig's ``BAG`` of ``ludwig.constants``)."""
-        key = self.r.binding_key(entry, ms, name)
-        home = self.index.entries.get(key[1]) if key is not None else None
-        if home is None:
-            return None
-        hms = self.r.module_source(home)
-        binders = hms.binders.get(key[2], [])
-        node = hms.stmts[binders[0]].node if len(binders) == 1 else None
+        found = self.bound_by(entry, ms, name)
+        node = found[0] if len(found) == 1 else None
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(
                 node.targets[0], ast.Name) and isinstance(node.value, ast.Constant) and \
                 isinstance(node.value.value, str):
             return node.value.value
         return None
+
+    def bound_by(self, entry: ModuleEntry, ms: ModuleSource, name: str) -> list[ast.stmt]:
+        """The module-level statements binding the definition ``name`` stands for in
+        ``entry``, in its module or where its import leads; none for anything else."""
+        key = self.r.binding_key(entry, ms, name)
+        home = self.index.entries.get(key[1]) if key is not None else None
+        if home is None:
+            return []
+        hms = self.r.module_source(home)
+        return [hms.stmts[i].node for i in hms.binders.get(key[2], [])]
 
     def construction_reach(self) -> set[NodeId]:
         """The statements of the closure that run when the block is built and called: from
@@ -1498,14 +1507,9 @@ class _ClosureBuilder:
         value = node.value if isinstance(node, (ast.Assign, ast.AnnAssign)) else None
         if not isinstance(value, ast.Call) or not isinstance(value.func, ast.Name):
             return False
-        key = self.r.binding_key(entry, ms, value.func.id)
-        home = self.index.entries.get(key[1]) if key is not None else None
-        if home is None:
-            return False
-        hms = self.r.module_source(home)
-        return any(isinstance(hms.stmts[i].node, ast.ClassDef) and any(
-            (dotted(b) or "").rsplit(".", 1)[-1] in _DICT_BASES
-            for b in hms.stmts[i].node.bases) for i in hms.binders.get(key[2], []))
+        return any(isinstance(cls, ast.ClassDef) and any(
+            (dotted(b) or "").rsplit(".", 1)[-1] in _DICT_BASES for b in cls.bases)
+            for cls in self.bound_by(entry, ms, value.func.id))
 
     def _mutated_by(self, key: BindKey) -> frozenset:
         """The parameters a corpus function changes in place (engine.patches)."""
