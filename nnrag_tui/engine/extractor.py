@@ -22,8 +22,9 @@ from nnrag_tui.engine.store import FileIndexStore
 
 if TYPE_CHECKING:  # the indexer, resolver and generator load on first use: a front end that
     # only lists blocks (the app's first paint) starts without them
+    from nnrag_tui.engine.closure import Closure
     from nnrag_tui.engine.generate import GeneratedBlock
-    from nnrag_tui.engine.resolve import Closure, Resolver
+    from nnrag_tui.engine.resolve import Resolver
 
 INDEX_FILE = "index.sqlite3"
 

@@ -14,11 +14,11 @@ import sys
 from dataclasses import dataclass, field
 
 from nnrag_tui import __version__
+from nnrag_tui.engine.closure import UNUSED, Closure, ExternalImport, NodeId
 from nnrag_tui.engine.modsource import ModuleSource
 from nnrag_tui.engine.moduleobject import is_object_key
 from nnrag_tui.engine.nesting import LazyGroup, NestedModule, nesting
 from nnrag_tui.engine.provenance import repo_path
-from nnrag_tui.engine.resolve import UNUSED, Closure, ExternalImport, NodeId
 from nnrag_tui.engine.rewrite import ImportEdits, indented, rewrite_statement
 from nnrag_tui.engine.spec import build_spec, find_class
 

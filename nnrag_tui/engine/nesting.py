@@ -32,9 +32,9 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
+from nnrag_tui.engine.closure import ALWAYS_EXTERNAL, Closure, NodeId
 from nnrag_tui.engine.moduleobject import is_object_key
 from nnrag_tui.engine.provenance import STDLIB
-from nnrag_tui.engine.resolve import ALWAYS_EXTERNAL, Closure, NodeId
 
 _CATCHES_IMPORT_ERROR = {"ImportError", "ModuleNotFoundError", "Exception", "BaseException"}
 

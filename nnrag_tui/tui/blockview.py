@@ -14,7 +14,7 @@ from nnrag_tui.engine.facts import Block
 from nnrag_tui.tui.dependencies import DependencyGraph
 
 if TYPE_CHECKING:
-    from nnrag_tui.engine.resolve import Closure
+    from nnrag_tui.engine.closure import Closure
 from nnrag_tui.tui.history import block_id
 
 CACHE_SIZE = 64

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from nnrag_tui.engine.moduleobject import KIND
 
 if TYPE_CHECKING:
-    from nnrag_tui.engine.resolve import Closure, Dependency, NodeId
+    from nnrag_tui.engine.closure import Closure, Dependency, NodeId
 
 STMT_KINDS = {"class": "class", "function": "function", "assign": "constant",
               "compound": "statement", KIND: "module"}

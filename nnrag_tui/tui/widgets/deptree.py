@@ -21,7 +21,7 @@ from nnrag_tui.tui.dependencies import DependencyGraph, DepNode, Snippet, confid
 from nnrag_tui.tui.widgets.preview import snippet_content
 
 if TYPE_CHECKING:
-    from nnrag_tui.engine.resolve import NodeId
+    from nnrag_tui.engine.closure import NodeId
 
 
 class DependencyTree(Tree[DepNode]):

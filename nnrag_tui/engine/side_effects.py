@@ -1,0 +1,509 @@
+"""Statements a closure needs for what they do as their module runs, not for a name they bind.
+
+- **Registry fillers**: a module-level container the closure reads (``_ACTS[name]``) is complete
+  only with the statements that fill it (``@register_act("x") def x``).
+- **Keyed registrations**: a registration under a string key that the closure looks up, in a
+  module upstream imports along with the closure's (pyro's ``settings.register(...)``).
+- **Operator registrations**: what registers the torch operators the closure reads as
+  ``torch.ops.NS.OP`` (engine.torchops).
+- **Patches**: statements that change one of the closure's definitions in place after defining
+  it (engine.patches).
+
+Each rule reads and extends the graph of a ``resolve._ClosureBuilder``; the builder asks them
+again until none adds a statement.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import TYPE_CHECKING
+
+from nnrag_tui.engine.bindings import ModuleEntry
+from nnrag_tui.engine.closure import BindKey, Dependency, NodeId
+from nnrag_tui.engine.imported_along import imported_along
+from nnrag_tui.engine.modsource import (
+    ModuleSource,
+    TopStmt,
+    holds_container,
+    named_with_module,
+    registered_values,
+)
+from nnrag_tui.engine.moduleobject import is_object_key
+from nnrag_tui.engine.parse import dotted
+from nnrag_tui.engine.patches import mutated_parameters, reads_beyond_decorator_methods
+from nnrag_tui.engine.reach import run_names
+from nnrag_tui.engine.torchops import op_reads
+
+if TYPE_CHECKING:
+    from nnrag_tui.engine.resolve import _ClosureBuilder
+
+# bases that make a corpus class's instance a container (engine.modsource.holds_container)
+_DICT_BASES = frozenset({"dict", "UserDict", "OrderedDict", "defaultdict"})
+
+
+class SideEffects:
+    """The four rules over one closure, with what each has looked at already."""
+
+    def __init__(self, builder: _ClosureBuilder) -> None:
+        self.b = builder
+        self.r = builder.r
+        self.index = builder.index
+        self._registry_keys: set[BindKey] = set()
+        self._not_registry: set[BindKey] = set()
+        # (registry, string key) that a statement looks up, already searched for
+        self._keys_sought: set[tuple[BindKey, str]] = set()
+        self._ops_scanned = 0  # how much of the builder's ``order`` add_op_registrations read
+        # operator -> the statements registering something for it, and whether each defines it
+        self._op_nodes: dict[str, list[tuple[NodeId, bool]]] = {}
+        self.patches: dict[BindKey, list[NodeId]] = {}  # definition -> statements changing it
+        # modules imported by computed name (engine.dynimport) -> the statement importing them
+        self.by_name: dict[tuple[str, str], str] = {}
+        self._by_name_scanned: set[tuple[str, str]] = set()
+        # such a module -> the registration statements inlined from it
+        self.by_name_fillers: dict[tuple[str, str], list[NodeId]] = {}
+
+    def add_registry_fillers(self) -> bool:
+        """A module-level container that an included statement *reads* (``_ACTS[name]``,
+        ``get_model`` looking up ``_model_entrypoints``) is only complete together with the
+        statements that fill it while the module executes: ``@register_act("x") def x``,
+        ``@register_model class Tiny``, ``_ACTS["tanh"] = torch.tanh``. Those statements, in
+        the modules the closure already spans, are added. Returns whether any was."""
+        registries: dict[BindKey, list[tuple[NodeId, str, bool]]] = {}
+        for (user, name), key in list(self.b.refs.items()):
+            if key[0] != "def" or key in self._not_registry:
+                continue
+            if key not in self._registry_keys:
+                if not self._is_container(key):
+                    self._not_registry.add(key)
+                    continue
+                self._registry_keys.add(key)
+            ust = self.b.modules[user[0]].stmts[user[1]]
+            if name in self.b.modules[user[0]].access(ust)[0]:
+                uses = self.b.modules[user[0]].uses(ust)
+                registries.setdefault(key, []).append((user, name, name in uses.load))
+        if not registries:
+            return False
+        # a folder loop's modules (engine.dynimport) fill only the registries that code
+        # running when the block is built and called reads (engine.reach)
+        live: set[BindKey] = set()
+        if any(self.b.r.folder_imports(self.b.entries[key[1]]) for key in registries):
+            reach = self.construction_reach()
+            live = {key for key, users in registries.items()
+                    if any(user in reach for user, _, _ in users)}
+            self.span_imports_by_name(sorted({key[1] for key in live}))
+        added = False
+        bound = set(self.b.bind_order)
+        for mkey in list(self.b.modules):
+            entry, ms = self.b.entries[mkey], self.b.modules[mkey]
+            for st in ms.stmts:
+                node = (mkey, st.index)
+                if node in self.b.seen or st.kind == "import":
+                    continue
+                filled: list[BindKey] = []
+                keys: list[BindKey] = []
+                load_names = self._load_names(ms, st)
+                values = registered_values(st.node)
+                if "__name__" in load_names:
+                    values |= named_with_module(st.node)
+                for name in load_names:
+                    key = self.b.r.binding_key(entry, ms, name)
+                    if key is None:
+                        continue
+                    if name not in values:
+                        keys.append(key)
+                    if key in registries and name in ms.access(st)[1]:
+                        filled.append(key)
+                    writes = [k for k in self._writes_of(key) if k in registries]
+                    if writes:
+                        filled += writes
+                        keys.append(key)
+                for key in self._calls_through_modules(entry, st, load_names):
+                    # ``@pyro.settings.register("module_local_params", __name__, ...)``: the
+                    # registering function reached through its module
+                    writes = [k for k in self._writes_of(key) if k in registries]
+                    if writes:
+                        filled += writes
+                        keys.append(key)
+                if mkey in self.by_name:
+                    filled = [k for k in filled if k in live]
+                # ``@register_kernel(adjust_hue, Image)`` registers under a definition the
+                # block never reaches: only registrations whose other corpus names are all in
+                # the closure already can be looked up. What is stored (``constraints=[...]``,
+                # the right side of ``REG[key] = fn``) is no key and comes along instead
+                others = [k for k in keys if k not in filled and not self._writes_of(k)]
+                if not filled or any(k not in bound for k in others):
+                    continue
+                self.b.add(entry, st.index)
+                added = True
+                if mkey in self.by_name:
+                    self.by_name_fillers.setdefault(mkey, []).append(node)
+                for reg in dict.fromkeys(filled):
+                    for user, rname, load in registries[reg]:
+                        # a statement upstream runs before the registration (pyro's ``class
+                        # PyroModule(..., metaclass=_PyroModuleMeta)`` above ``_PyroModuleMeta.
+                        # _pyro_mixin_cache[...] = PyroModuleList``) cannot need it to load
+                        early = user[0] == node[0] and user[1] < node[1]
+                        self.b.deps.append(Dependency(
+                            user, rname, "definition", f"{entry.module}:{st.line}",
+                            "registry", 0.8, load and not early, (node,),
+                            "fills the registry it reads (decorator or module-level "
+                            "statement)"))
+        return added
+
+    def add_keyed_registrations(self) -> bool:
+        """pyro's ``pyro.settings.get("validate_poutine")`` (pyro/nn/module.py) reads what
+        ``settings.register("validate_poutine", __name__, "_VALIDATION_ENABLED")`` in
+        pyro/poutine/util.py registers. The block never imports that module: upstream's import
+        of pyro.nn.module runs it, through the package ``pyro``, whose ``__init__`` imports
+        ``pyro.poutine``. A statement that registers under a string key which the closure passes
+        to a function reading that registry, in a module upstream imports along with the
+        closure's (engine.imported_along), comes along. Returns whether any did."""
+        readers: dict[BindKey, set[BindKey]] = {}  # function -> registries it reads
+        for (user, name), key in self.b.refs.items():
+            if key in self._registry_keys and user[0] in self.b.index.entries:
+                ust = self.b.modules[user[0]].stmts[user[1]]
+                if ust.kind == "function" and name in self.b.modules[user[0]].access(ust)[0]:
+                    fname = ust.node.name  # type: ignore[attr-defined]
+                    readers.setdefault(("def", user[0], fname), set()).add(key)
+        if not readers:
+            return False
+        sought: dict[tuple[BindKey, str], list[NodeId]] = {}
+        constants: set[str] = set()  # names of string constants passed as keys
+        calls = [((user, name), key) for (user, name), key in self.b.refs.items()]
+        calls += [((user, chain), key) for user, chains in self.b.chains.items()
+                  for chain, key in chains.items()]
+        for (user, name), key in calls:
+            if key not in readers:
+                continue
+            ms = self.b.modules[user[0]]
+            for callee, literal, const in self.keyed_calls(self.b.entries[user[0]], ms,
+                                                           ms.stmts[user[1]]):
+                if const is not None:
+                    constants.add(const)
+                if callee == name:
+                    for reg in readers[key]:
+                        if (reg, literal) not in self._keys_sought:
+                            sought.setdefault((reg, literal), []).append(user)
+        if not sought:
+            return False
+        self._keys_sought |= set(sought)
+        spanned = [self.b.index.entries[k] for k in self.b.modules if k in self.b.index.entries]
+        along = imported_along(self.b.index, spanned, self.b.r.import_edges)
+        literals = sorted({literal for _, literal in sought})
+        added = False
+        for mkey, chain in along.items():
+            entry = self.b.index.entries[mkey]
+            if mkey in self.b.modules or self.b.r.is_external(entry.module) or not (
+                    any(self.b.r.mentions(entry, literal) for literal in literals)
+                    or any(self.b.r.mentions(entry, c, quoted=False) for c in constants)):
+                continue
+            ms = self.b.r.module_source(entry)
+            for st in ms.stmts:
+                if st.kind == "import":
+                    continue
+                for callee, literal, _ in self.keyed_calls(
+                        entry, ms, st, decorators_only=st.kind in ("class", "function")):
+                    t = self.b.index.resolve_dotted(entry, callee)
+                    if t.kind != "def" or t.entry is None or t.attr:
+                        continue
+                    for reg in self._writes_of(("def", t.entry.key, t.name)):
+                        for user in sought.get((reg, literal), ()):
+                            node = self.b.add(entry, st.index)
+                            added = True
+                            self.b.deps.append(Dependency(
+                                user, literal, "definition", f"{entry.module}:{st.line}",
+                                "registry", 0.8, False, (node,),
+                                f"registers {literal!r}, which upstream's import of "
+                                f"{chain[0]} runs ({' -> '.join(chain)})"))
+                            note = (f"{literal!r} is registered by {entry.facts.relpath}:"
+                                    f"{st.line}, which {self.b.entries[user[0]].module} never "
+                                    f"imports: upstream's import of {chain[0]} runs it "
+                                    f"({' -> '.join(chain)}); kept here")
+                            if note not in self.b.notes:
+                                self.b.notes.append(note)
+        return added
+
+    def keyed_calls(self, entry: ModuleEntry, ms: ModuleSource, st: TopStmt,
+                    decorators_only: bool = False) -> list[tuple[str, str, str | None]]:
+        """(callee, key, the constant's name or None) of the calls in ``st`` whose first
+        argument is a string literal, or a name bound to one (``string_constant``)."""
+        out: list[tuple[str, str, str | None]] = [
+            (callee, literal, None)
+            for callee, literal in ms.literal_calls(st, decorators_only=decorators_only)]
+        for callee, const in ms.constant_calls(st, decorators_only=decorators_only):
+            literal = self.string_constant(entry, ms, const)
+            if literal is not None:
+                out.append((callee, literal, const))
+        return out
+
+    def string_constant(self, entry: ModuleEntry, ms: ModuleSource, name: str) -> str | None:
+        """The string a name stands for where one module-level ``NAME = "text"`` binds it, in
+        the module or where its import leads (ludwig's ``BAG`` of ``ludwig.constants``)."""
+        found = self.bound_by(entry, ms, name)
+        node = found[0] if len(found) == 1 else None
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(
+                node.targets[0], ast.Name) and isinstance(node.value, ast.Constant) and \
+                isinstance(node.value.value, str):
+            return node.value.value
+        return None
+
+    def bound_by(self, entry: ModuleEntry, ms: ModuleSource, name: str) -> list[ast.stmt]:
+        """The module-level statements binding the definition ``name`` stands for in
+        ``entry``, in its module or where its import leads; none for anything else."""
+        key = self.b.r.binding_key(entry, ms, name)
+        home = self.b.index.entries.get(key[1]) if key is not None else None
+        if home is None:
+            return []
+        hms = self.b.r.module_source(home)
+        return [hms.stmts[i].node for i in hms.binders.get(key[2], [])]
+
+    def construction_reach(self) -> set[NodeId]:
+        """The statements of the closure that run when the block is built and called: from
+        the block's class, through what those parts read (engine.reach)."""
+        edges: dict[NodeId, dict[str, list[NodeId]]] = {}
+        for d in self.b.deps:
+            if d.kind == "definition" and d.nodes:
+                edges.setdefault(d.user, {}).setdefault(d.name, []).extend(d.nodes)
+        top = self.b.block.qualname.split(".")[0]
+        todo = [(self.b.entry.key, i) for i in self.b.binders(self.b.entry, top)]
+        reached: set[NodeId] = set()
+        while todo:
+            node = todo.pop()
+            if node in reached or node[0] in self.b.objects:
+                continue
+            reached.add(node)
+            out = edges.get(node, {})
+            for name in run_names(self.b.modules[node[0]].stmts[node[1]].node) & out.keys():
+                todo.extend(out[name])
+        return reached
+
+    def span_imports_by_name(self, modules: list[tuple[str, str]]) -> None:
+        """Modules that ``modules`` import by computed name while they execute
+        (engine.dynimport: ``importlib.import_module("pkg.acts." + name)`` over a folder)
+        count as imported, as they are upstream: the registry rule then sees what they
+        register. Followed on through the packages among them."""
+        todo = [k for k in modules if k not in self._by_name_scanned and k not in self.b.objects]
+        while todo:
+            mkey = todo.pop(0)
+            if mkey in self._by_name_scanned:
+                continue
+            self._by_name_scanned.add(mkey)
+            entry = self.b.entries[mkey]
+            for line, fi in self.b.r.folder_imports(entry):
+                for child in self.b.index.submodules(fi.package, entry.source):
+                    if child.key in self.b.modules or self.b.r.is_external(child.module) or (
+                            fi.public_only and child.module.rpartition(".")[2][:1] == "_"):
+                        continue
+                    self.b.ms(child)
+                    self.by_name[child.key] = f"{entry.facts.relpath}:{line}"
+                    todo.append(child.key)
+
+    def note_imports_by_name(self, nodes: list[NodeId]) -> None:
+        """Registrations inlined from modules that upstream imports by computed name: said in
+        the header, with the statement that imports them."""
+        inlined = {n[0] for n in nodes}
+        by_importer: dict[str, list[str]] = {}
+        for mkey in sorted(self.by_name_fillers, key=lambda k: self.b.entries[k].facts.relpath):
+            if mkey in inlined:
+                by_importer.setdefault(self.by_name[mkey], []).append(
+                    self.b.entries[mkey].facts.relpath)
+        for importer, paths in sorted(by_importer.items()):
+            folder = importer.rpartition("/")[0] + "/"
+            names = [p[len(folder):] if p.startswith(folder) else p for p in paths]
+            self.b.notes.append(
+                f"{importer} imports the modules of its folder by computed name, and they fill "
+                "registries this block reads: their registrations are inlined, from "
+                f"{', '.join(names)}")
+
+    def add_op_registrations(self) -> bool:
+        """The statements registering the torch operators that included statements read as
+        ``torch.ops.NS.OP`` (engine.torchops), from the reader's repository; each goes before
+        its reader, and after the statements defining its operator. Returns whether any was
+        added."""
+        size = len(self.b.order)
+        start, self._ops_scanned = self._ops_scanned, size
+        for node in self.b.order[start:size]:
+            if is_object_key(node[0]):
+                continue
+            ms = self.b.modules[node[0]]
+            st = ms.stmts[node[1]]
+            if "torch.ops." not in ms.stmt_text(st):
+                continue
+            registry = self.b.r.op_registrations(node[0][0])
+            for op in sorted(op_reads(st.node)):
+                found = registry.get(op, ())
+                if not any(defines for _, _, defines in found):
+                    # (torchvision's ``register_fake("torchvision::nms")`` is for an operator
+                    # its compiled extension defines: without that, registering it fails)
+                    continue
+                name = f"torch.ops.{op.replace('::', '.')}"
+                regs = self._op_nodes.get(op)
+                if regs is None:
+                    regs = self._op_nodes[op] = [(self.b.add(entry, i), defines)
+                                                 for entry, i, defines in found]
+                    defining = tuple(n for n, defines in regs if defines)
+                    for n, defines in regs:
+                        if not defines:
+                            self.b.deps.append(Dependency(n, name, "definition", op,
+                                                        "registration", 1.0, True, defining))
+                self.b.deps.append(Dependency(node, name, "definition", op, "registration", 1.0,
+                                            True, tuple(n for n, _ in regs)))
+        return len(self.b.order) > size
+
+    def add_patches(self) -> bool:
+        """Module-level statements, in the modules the closure spans, that change one of its
+        definitions in place after defining it (engine.patches: ``GlobalParams.__new__.
+        __defaults__ = ...``, ``set_cfg(cfg)``). Each is added; emission_order puts it before
+        the uses that run after it upstream. Returns whether any was."""
+        bound = set(self.b.bind_order)
+        added = False
+        read: dict[BindKey, bool] = {}
+        for mkey in list(self.b.modules):
+            entry, ms = self.b.entries[mkey], self.b.modules[mkey]
+            for st in ms.stmts:
+                node = (mkey, st.index)
+                if node in self.b.seen:
+                    continue
+                roots, call, in_place = ms.patch_shape(st)
+                changed: set[BindKey] = set()
+                for name in roots or ():
+                    key = self.b.r.binding_key(entry, ms, name) or \
+                        self._external_object(entry, name)
+                    if key is not None:
+                        changed.add(key)
+                for name in in_place or ():
+                    key = self.b.r.binding_key(entry, ms, name)
+                    if key is None or key not in bound or self._is_container(key):
+                        continue  # a container's item stores are the registry rule's
+                    if st.kind in ("class", "function"):
+                        # a decorator method adds the definition to its object: needed where
+                        # the closure reads that object, not where it only decorates with it
+                        if key not in read:
+                            read[key] = self._read_beyond_decorators(key)
+                        if not read[key]:
+                            continue
+                    changed.add(key)
+                if call is not None:
+                    fkey = self.b.r.binding_key(entry, ms, call[0])
+                    mutated = self._mutated_by(fkey) if fkey is not None else frozenset()
+                    for where, name in call[1].items():
+                        key = self.b.r.binding_key(entry, ms, name) if where in mutated else None
+                        if key is not None:
+                            changed.add(key)
+                changed &= bound
+                if not changed:
+                    continue
+                self.b.add(entry, st.index)
+                added = True
+                for key in changed:
+                    self.patches.setdefault(key, []).append(node)
+        return added
+
+    def _external_object(self, entry: ModuleEntry, name: str) -> BindKey | None:
+        """The binding of ``name`` in ``entry`` when it is an object imported from outside the
+        corpus: fastai's ``defaults.activation = nn.ReLU`` (layers.py) sets what
+        ``act_cls=defaults.activation`` reads from fastcore's ``defaults``. None for an
+        imported module: ``torch.backends.cudnn.benchmark = True`` configures the process,
+        not the block. (Called where ``binding_key`` found no definition of ``name``.)"""
+        recs = entry.imports.get(name)
+        if recs and recs[0].name is None:
+            return None
+        t = self.b.index.lookup(entry, name)
+        if t.kind != "external" or t.how not in ("import", "heuristic") or "." not in t.name:
+            return None
+        return ("ext", t.name)
+
+    def _read_beyond_decorators(self, key: BindKey) -> bool:
+        """Whether a statement of the closure, other than one that changes it, reads the
+        definition ``key`` otherwise than as the root of a decorator method (engine.patches:
+        ``Conv[Conv.CONV, 2]``, not ``@MODELS.register_module()``)."""
+        patching = set(self.patches.get(key, ()))
+        return any(k == key and user not in patching and reads_beyond_decorator_methods(
+                       self.b.modules[user[0]].stmts[user[1]].node, name)
+                   for (user, name), k in self.b.refs.items())
+
+    def _is_container(self, key: BindKey) -> bool:
+        """Whether a definition is a module-level container or a class holding one, as the
+        registry rule sees it."""
+        entry, ms = self.b.entries.get(key[1]), self.b.modules.get(key[1])
+        return entry is not None and ms is not None and any(
+            holds_container(ms.stmts[i].node) or self._dict_instance(entry, ms, ms.stmts[i].node)
+            for i in self.b.binders(entry, key[2]))
+
+    def _dict_instance(self, entry: ModuleEntry, ms: ModuleSource, node: ast.stmt) -> bool:
+        """``NAME = Registry()`` where ``Registry`` is a corpus class deriving from a dict
+        (ludwig's ``class Registry(UserDict, Generic[T])``): a container as much as ``{}``."""
+        value = node.value if isinstance(node, (ast.Assign, ast.AnnAssign)) else None
+        if not isinstance(value, ast.Call) or not isinstance(value.func, ast.Name):
+            return False
+        return any(isinstance(cls, ast.ClassDef) and any(
+            (dotted(b) or "").rsplit(".", 1)[-1] in _DICT_BASES for b in cls.bases)
+            for cls in self.bound_by(entry, ms, value.func.id))
+
+    def _mutated_by(self, key: BindKey) -> frozenset:
+        """The parameters a corpus function changes in place (engine.patches)."""
+        hit = self.b.r.mutators.get(key)
+        if hit is None:
+            hit = frozenset()
+            entry = self.b.index.entries.get(key[1])
+            if entry is not None and not self.b.r.is_external(entry.module):
+                ms = self.b.r.module_source(entry)
+                for i in ms.binders.get(key[2], []):
+                    hit |= mutated_parameters(ms.stmts[i].node)
+            self.b.r.mutators[key] = hit
+        return hit
+
+    def _writes_of(self, key: BindKey) -> list[BindKey]:
+        """The module-level containers a function fills when called (registration helpers)."""
+        hit = self.b.r.writers.get(key)
+        if hit is not None:
+            return hit
+        self.b.r.writers[key] = []
+        out: list[BindKey] = []
+        entry = self.b.index.entries.get(key[1])
+        if entry is not None and not self.b.r.is_external(entry.module):
+            ms = self.b.r.module_source(entry)
+            for i in ms.binders.get(key[2], []):
+                st = ms.stmts[i]
+                if st.kind != "function":
+                    continue
+                uses = ms.uses(st)
+                for name in sorted(ms.access(st)[1] & (uses.lazy | uses.load)):
+                    k = self.b.r.binding_key(entry, ms, name)
+                    if k is not None and k not in out:
+                        out.append(k)
+        self.b.r.writers[key] = out
+        return out
+
+    def _calls_through_modules(self, entry: ModuleEntry, st: TopStmt,
+                          load_names: list[str]) -> list[BindKey]:
+        """The corpus functions that a ``def``/``class`` statement's decorators, or another
+        module-level statement, call through a module (``@pyro.settings.register(...)`` below
+        ``import pyro``; ``settings.register("validate_poutine", __name__, ...)`` below ``from
+        pyro import settings``)."""
+        names = {n for n in load_names if n in entry.imports}
+        if not any(self.b.index.lookup(entry, n).kind == "module" for n in names):
+            return []
+        if st.kind in ("class", "function"):
+            called = list(st.node.decorator_list)  # type: ignore[attr-defined]
+        else:
+            called = [c for c in ast.walk(st.node) if isinstance(c, ast.Call)]
+        out: list[BindKey] = []
+        for deco in called:
+            func = deco.func if isinstance(deco, ast.Call) else deco
+            chain = dotted(func) if isinstance(func, ast.Attribute) else None
+            if chain is None or chain.split(".")[0] not in names:
+                continue
+            t = self.b.index.resolve_dotted(entry, chain)
+            if t.kind == "def" and t.entry is not None and not t.attr:
+                out.append(("def", t.entry.key, t.name))
+        return out
+
+    @staticmethod
+    def _load_names(ms: ModuleSource, st: TopStmt) -> list[str]:
+        """Names a statement uses while the module executes; for a ``def``/``class`` only its
+        decorators can fill a registry, which spares the symtable of every skipped def."""
+        if st.kind in ("class", "function"):
+            decos = st.node.decorator_list  # type: ignore[attr-defined]
+            return sorted({n.id for d in decos for n in ast.walk(d) if isinstance(n, ast.Name)})
+        return sorted(ms.uses(st).load)
