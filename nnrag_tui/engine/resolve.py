@@ -33,6 +33,7 @@ from nnrag_tui.engine.dynimport import (
     helper_calls,
     helper_skips_private,
 )
+from nnrag_tui.engine.emission import emission_order
 from nnrag_tui.engine.errors import ResolutionError
 from nnrag_tui.engine.facts import Block, ImportRecord
 from nnrag_tui.engine.flow import definitely_bound
@@ -53,7 +54,6 @@ from nnrag_tui.engine.moduleobject import (
     unsure_members,
 )
 from nnrag_tui.engine.parse import resolve_relative
-from nnrag_tui.engine.reach import METACLASS_CREATION, SUBCLASS_HOOK, method_reads
 from nnrag_tui.engine.side_effects import SideEffects
 from nnrag_tui.engine.torchops import MAY_REGISTER, registered_ops
 
@@ -468,7 +468,7 @@ class _ClosureBuilder:
             obj = self.objects[key]
             self.notes[i] = obj.note(out_names.get(("def", key, MODULE_OBJECT), obj.name))
         self.notes = [n for n in self.notes if n not in gone]
-        nodes = self.emission_order()
+        nodes = emission_order(self)
         future: list[str] = []
         for key in {n[0] for n in nodes}:
             for f in self.modules[key].future:
@@ -1113,207 +1113,6 @@ class _ClosureBuilder:
             if bound is not None and bound != imp.bound:
                 self.externals[ident] = imp.with_bound(bound)
         return out
-
-    def class_creation_deps(self) -> dict[NodeId, set[NodeId]]:
-        """What a ``class`` statement needs while it executes beyond its own text: the names
-        its metaclass's ``__new__``/``__init__``/``__prepare__`` read and those the
-        ``__init_subclass__`` of its corpus bases read. brevitas' ``ExtendedInjector =
-        _ExtendedInjectorType("Injector", ...)`` is a class its metaclass made, and that
-        metaclass's ``__new__`` reads ``BaseInjector``, bound below it upstream: every class
-        derived from it runs that read as it is made."""
-        targets: dict[tuple[NodeId, str], tuple[NodeId, ...]] = {}
-        for d in self.deps:
-            if d.nodes:
-                targets[(d.user, d.name)] = targets.get((d.user, d.name), ()) + d.nodes
-
-        def classdef(n: NodeId) -> ast.ClassDef | None:
-            node = self.modules[n[0]].stmts[n[1]].node
-            return node if isinstance(node, ast.ClassDef) else None
-
-        def named(user: NodeId, expr: ast.expr) -> tuple[NodeId, ...]:
-            return targets.get((user, expr.id), ()) if isinstance(expr, ast.Name) else ()
-
-        def makers(n: NodeId, seen: set[NodeId]) -> list[tuple[NodeId, tuple[str, ...]]]:
-            """(class statement, its methods that run) for what runs when the class ``n``
-            binds, or one derived from it, is made."""
-            if n in seen:
-                return []
-            seen.add(n)
-            node = self.modules[n[0]].stmts[n[1]].node
-            out: list[tuple[NodeId, tuple[str, ...]]] = []
-            if isinstance(node, ast.ClassDef):
-                out.append((n, SUBCLASS_HOOK))
-                for k in node.keywords:
-                    if k.arg == "metaclass":
-                        out += [(m, METACLASS_CREATION) for m in named(n, k.value)
-                                if classdef(m) is not None]
-                for base in node.bases:
-                    for b in named(n, base):
-                        out += makers(b, seen)
-            elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
-                # ``X = Meta("X", bases, ns)``: a class that ``Meta`` made
-                out += [(m, METACLASS_CREATION) for m in named(n, node.value.func)
-                        if classdef(m) is not None]
-            return out
-
-        extra: dict[NodeId, set[NodeId]] = {}
-        reads: dict[tuple[NodeId, tuple[str, ...]], set[str]] = {}
-        for n in self.order:
-            node = classdef(n)
-            if node is None or n[0] in self.objects:
-                continue
-            # its own ``__init_subclass__`` does not run for itself
-            found = [(m, methods) for m, methods in makers(n, set()) if m != n]
-            for maker, methods in found:
-                if (maker, methods) not in reads:  # a base shared by many classes: once
-                    cls = classdef(maker)
-                    assert cls is not None  # makers() gives class statements only
-                    reads[(maker, methods)] = method_reads(cls, methods)
-                for name in reads[(maker, methods)]:
-                    extra.setdefault(n, set()).update(
-                        t for t in targets.get((maker, name), ()) if t != n)
-        return extra
-
-    def _decorates_with(self, node: NodeId, target: BindKey) -> bool:
-        """Whether ``node`` is a ``def``/``class`` decorated with a method of ``target``
-        (``@registry.register_model("backbone")``), which changes ``target`` as it runs: a
-        patch of it (engine.patches), whether or not the closure needed it as one."""
-        ms = self.modules[node[0]]
-        st = ms.stmts[node[1]]
-        if st.kind not in ("class", "function"):
-            return False
-        return any(self.r.binding_key(self.entries[node[0]], ms, name) == target
-                   for name in ms.patch_shape(st)[2] or ())
-
-    def emission_order(self) -> list[NodeId]:
-        rank = {n: i for i, n in enumerate(self.order)}
-        mod_rank: dict[tuple[str, str], int] = {}
-        for n in reversed(self.order):
-            mod_rank[n[0]] = len(mod_rank)
-
-        def key(n: NodeId) -> tuple[int, int]:
-            return (mod_rank[n[0]], self.modules[n[0]].stmts[n[1]].line)
-
-        all_deps: dict[NodeId, set[NodeId]] = {n: set() for n in self.order}
-        load_deps: dict[NodeId, set[NodeId]] = {n: set() for n in self.order}
-        for d in self.deps:
-            for target in d.nodes:
-                if target == d.user:
-                    continue
-                all_deps[d.user].add(target)
-                if d.load:
-                    load_deps[d.user].add(target)
-        # a patch goes before the uses that upstream runs after it: later statements of its
-        # module, and other modules (which import it whole) than the patched one's
-        for (user, name), target in self.refs.items():
-            for p in self.effects.patches.get(target, ()):
-                if user == p or (user[0] == p[0] and user[1] < p[1]) or (
-                        user[0] == target[1] and user[0] != p[0]):
-                    continue
-                all_deps[user].add(p)
-                if user[0] != p[0] and (user in self.effects.patches[target] or
-                                        self._decorates_with(user, target)):
-                    # two modules' patches of one definition (fairchem's ``@registry.
-                    # register_model(...)`` on a model and on its subclass elsewhere) run in
-                    # the order upstream imports their modules; neither needs the other to
-                    # load, and taking both ways as a need made a cycle, broken in an order
-                    # that put the subclass above its base
-                    continue
-                if name in self.modules[user[0]].uses(
-                        self.modules[user[0]].stmts[user[1]]).load:
-                    load_deps[user].add(p)
-        # registrations from modules imported by computed name go in the order the loop
-        # imports them: by module name (os.listdir has no order of its own)
-        by_importer: dict[str, list[NodeId]] = {}
-        for k, filled in self.effects.by_name_fillers.items():
-            by_importer.setdefault(self.effects.by_name[k], []).extend(filled)
-        for group in by_importer.values():
-            group.sort(key=lambda n: (self.entries[n[0]].module, n[1]))
-            for a, b in zip(group, group[1:]):
-                all_deps[b].add(a)
-        # statements of one module that bind the same name keep their upstream order
-        by_binding: dict[tuple, list[NodeId]] = {}
-        for n in self.order:
-            for name in self.modules[n[0]].stmts[n[1]].binds:
-                by_binding.setdefault((n[0], name), []).append(n)
-        for group in by_binding.values():
-            group.sort(key=lambda n: n[1])
-            for a, b in zip(group, group[1:]):
-                all_deps[b].add(a)
-                load_deps[b].add(a)
-        for user, needs in self.class_creation_deps().items():
-            all_deps[user] |= needs
-            load_deps[user] |= needs
-        patching = {p for ps in self.effects.patches.values() for p in ps}
-        emitted: list[NodeId] = []
-        done: set[NodeId] = set()
-        remaining = set(self.order)
-        noted: set[NodeId] = set()
-        while remaining:
-            ready = [n for n in remaining if all_deps[n] <= done]
-            if not ready:
-                ready = [n for n in remaining if load_deps[n] <= done]
-            if not ready:
-                # a cycle: only its own statements may go next, in upstream order; anything
-                # that merely needs the cycle waits for it
-                ready = _first_cycle(remaining, load_deps)
-                if not noted & set(ready):
-                    noted |= set(ready)
-                    where = ", ".join(f"{self.entries[n[0]].facts.relpath}:"
-                                      f"{self.modules[n[0]].stmts[n[1]].line}"
-                                      for n in sorted(ready, key=key))
-                    self.notes.append(f"circular load-time dependency among {where}; "
-                                      "upstream order kept")
-            # a patch goes as soon as it can: right after what it changes, as upstream has it
-            pick = min(ready, key=lambda n: (n not in patching, key(n), rank[n]))
-            emitted.append(pick)
-            done.add(pick)
-            remaining.discard(pick)
-        return emitted
-
-
-def _first_cycle(nodes: set[NodeId], deps: dict[NodeId, set[NodeId]]) -> list[NodeId]:
-    """The statements of a strongly connected component of ``deps`` (restricted to ``nodes``)
-    that needs nothing outside itself: the cycle that has to be broken first. Tarjan's
-    algorithm, iterative (a closure can hold thousands of statements)."""
-    index: dict[NodeId, int] = {}
-    low: dict[NodeId, int] = {}
-    stack: list[NodeId] = []
-    on_stack: set[NodeId] = set()
-    for root in sorted(nodes):
-        if root in index:
-            continue
-        work = [(root, iter(sorted(deps[root] & nodes)))]
-        index[root] = low[root] = len(index)
-        stack.append(root)
-        on_stack.add(root)
-        while work:
-            v, children = work[-1]
-            w = next(children, None)
-            if w is not None:
-                if w not in index:
-                    index[w] = low[w] = len(index)
-                    stack.append(w)
-                    on_stack.add(w)
-                    work.append((w, iter(sorted(deps[w] & nodes))))
-                elif w in on_stack:
-                    low[v] = min(low[v], index[w])
-                continue
-            work.pop()
-            if work:
-                low[work[-1][0]] = min(low[work[-1][0]], low[v])
-            if low[v] == index[v]:
-                comp = []
-                while True:
-                    w = stack.pop()
-                    on_stack.discard(w)
-                    comp.append(w)
-                    if w == v:
-                        break
-                # Tarjan completes a component only after every component it reaches, so
-                # the first one completed depends on no other
-                return comp
-    return sorted(nodes)
 
 
 def _import_records(node: ast.Import | ast.ImportFrom, entry: ModuleEntry) -> list[ImportRecord]:
