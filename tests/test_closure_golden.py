@@ -343,6 +343,8 @@ MUST = {
          "SCALE = nn.Parameter(SCALE.clone(), requires_grad=False)\n")],
 }
 MUST_NOT = {
+    # what only a script run binds or changes: not upstream's module as imported
+    ("main_guard", "Net"): ["__main__", "argparse", "class Probe", "lambda self"],
     ("relative", "Net"): ["unused_helper", "NotNeeded", "from .", "sibling."],
     ("reexport_chain", "Net"): ["FancyMlp(", "Act()", "import chainpkg", "from chainpkg"],
     ("star_all", "Net"): ["import *", "class Hidden", "torch.relu"],

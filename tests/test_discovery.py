@@ -50,6 +50,13 @@ def test_a_class_only_type_checkers_see_is_not_a_block(blocks):
     assert "zoo.chain:GrandChild" in blocks  # its sibling at module level is
 
 
+def test_a_class_only_a_script_run_defines_is_not_a_block():
+    # under ``if __name__ == "__main__":``, either way round; its ``else:`` runs on import
+    index = module_index({"scripted": fixture("discovery_script")})
+    keys = {b.key for _, b in BlockDiscovery(index).discover()}
+    assert keys == {"scripted.models:Model", "scripted.models:Imported"}
+
+
 def test_abstract_classes_are_not_blocks(blocks):
     assert keys_in(blocks, "zoo.abstract") == {"ConcreteHead", "RealHead", "PlainBase",
                                                "PlainChild"}

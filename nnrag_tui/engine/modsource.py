@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from nnrag_tui.engine.flow import reads_after_own_binding
+from nnrag_tui.engine.parse import is_main_guard
 from nnrag_tui.engine.patches import (
     attribute_store_roots,
     call_arguments,
@@ -742,6 +743,8 @@ def _kind(node: ast.stmt) -> str:
         return "assign"
     if isinstance(node, (ast.Import, ast.ImportFrom)):
         return "import"
+    if is_main_guard(node) and not node.orelse:  # type: ignore[attr-defined]
+        return "script"  # runs only as a script: binds nothing, changes nothing on import
     if isinstance(node, (ast.If, ast.Try, ast.With, ast.AsyncWith, ast.For, ast.While)) or \
             type(node).__name__ == "TryStar":
         return "compound"
@@ -858,7 +861,7 @@ def _bindings(node: ast.stmt) -> list[tuple[str, bool]]:
             for s in st.body:
                 walk(s)
         elif isinstance(st, (ast.If, ast.While)):
-            for s in st.body + st.orelse:
+            for s in st.orelse if is_main_guard(st) else st.body + st.orelse:
                 walk(s)
         elif isinstance(st, ast.Try) or type(st).__name__ == "TryStar":
             for s in st.body + st.orelse + st.finalbody:  # type: ignore[attr-defined]

@@ -181,6 +181,20 @@ def _is_type_checking(test: ast.expr) -> bool:
     return dotted(test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING", "t.TYPE_CHECKING")
 
 
+def is_main_guard(node: ast.stmt) -> bool:
+    """``if __name__ == "__main__":`` (either way round): its body runs only when the module is
+    run as a script, never as it is imported (denoising-diffusion-pytorch defines a
+    ``Classifier`` there; deepspeed's ``zero_to_fp32.py`` sets its ``debug`` from argparse)."""
+    if not isinstance(node, ast.If) or not isinstance(node.test, ast.Compare):
+        return False
+    test = node.test
+    if len(test.ops) != 1 or not isinstance(test.ops[0], ast.Eq):
+        return False
+    sides = (test.left, test.comparators[0])
+    return any(isinstance(s, ast.Name) and s.id == "__name__" for s in sides) and any(
+        isinstance(s, ast.Constant) and s.value == "__main__" for s in sides)
+
+
 class _Gatherer:
     """Walks module-level statements (into if/try/with) and records definitions and imports."""
 
@@ -213,7 +227,8 @@ class _Gatherer:
             kind = "type_checking" if _is_type_checking(st.test) else "if"
             g = guard if guard.kind else Guard(kind, st.lineno, st.end_lineno or st.lineno,
                                                _unparse(st.test))
-            self.body(st.body, g, None)
+            if not is_main_guard(st):  # what only a script run binds is no definition
+                self.body(st.body, g, None)
             self.body(st.orelse, g if g.kind != "type_checking" else
                       Guard("if", g.line, g.end_line, g.test), None)
         elif isinstance(st, ast.Try) or type(st).__name__ == "TryStar":

@@ -86,7 +86,7 @@ class SideEffects:
         # a folder loop's modules (engine.dynimport) fill only the registries that code
         # running when the block is built and called reads (engine.reach)
         live: set[BindKey] = set()
-        if any(self.b.r.folder_imports(self.b.entries[key[1]]) for key in registries):
+        if any(self.r.folder_imports(self.b.entries[key[1]]) for key in registries):
             reach = self.construction_reach()
             live = {key for key, users in registries.items()
                     if any(user in reach for user, _, _ in users)}
@@ -97,7 +97,7 @@ class SideEffects:
             entry, ms = self.b.entries[mkey], self.b.modules[mkey]
             for st in ms.stmts:
                 node = (mkey, st.index)
-                if node in self.b.seen or st.kind == "import":
+                if node in self.b.seen or st.kind in ("import", "script"):
                     continue
                 filled: list[BindKey] = []
                 keys: list[BindKey] = []
@@ -106,7 +106,7 @@ class SideEffects:
                 if "__name__" in load_names:
                     values |= named_with_module(st.node)
                 for name in load_names:
-                    key = self.b.r.binding_key(entry, ms, name)
+                    key = self.r.binding_key(entry, ms, name)
                     if key is None:
                         continue
                     if name not in values:
@@ -160,7 +160,7 @@ class SideEffects:
         closure's (engine.imported_along), comes along. Returns whether any did."""
         readers: dict[BindKey, set[BindKey]] = {}  # function -> registries it reads
         for (user, name), key in self.b.refs.items():
-            if key in self._registry_keys and user[0] in self.b.index.entries:
+            if key in self._registry_keys and user[0] in self.index.entries:
                 ust = self.b.modules[user[0]].stmts[user[1]]
                 if ust.kind == "function" and name in self.b.modules[user[0]].access(ust)[0]:
                     fname = ust.node.name  # type: ignore[attr-defined]
@@ -187,23 +187,23 @@ class SideEffects:
         if not sought:
             return False
         self._keys_sought |= set(sought)
-        spanned = [self.b.index.entries[k] for k in self.b.modules if k in self.b.index.entries]
-        along = imported_along(self.b.index, spanned, self.b.r.import_edges)
+        spanned = [self.index.entries[k] for k in self.b.modules if k in self.index.entries]
+        along = imported_along(self.index, spanned, self.r.import_edges)
         literals = sorted({literal for _, literal in sought})
         added = False
         for mkey, chain in along.items():
-            entry = self.b.index.entries[mkey]
-            if mkey in self.b.modules or self.b.r.is_external(entry.module) or not (
-                    any(self.b.r.mentions(entry, literal) for literal in literals)
-                    or any(self.b.r.mentions(entry, c, quoted=False) for c in constants)):
+            entry = self.index.entries[mkey]
+            if mkey in self.b.modules or self.r.is_external(entry.module) or not (
+                    any(self.r.mentions(entry, literal) for literal in literals)
+                    or any(self.r.mentions(entry, c, quoted=False) for c in constants)):
                 continue
-            ms = self.b.r.module_source(entry)
+            ms = self.r.module_source(entry)
             for st in ms.stmts:
-                if st.kind == "import":
+                if st.kind in ("import", "script"):
                     continue
                 for callee, literal, _ in self.keyed_calls(
                         entry, ms, st, decorators_only=st.kind in ("class", "function")):
-                    t = self.b.index.resolve_dotted(entry, callee)
+                    t = self.index.resolve_dotted(entry, callee)
                     if t.kind != "def" or t.entry is None or t.attr:
                         continue
                     for reg in self._writes_of(("def", t.entry.key, t.name)):
@@ -250,11 +250,11 @@ class SideEffects:
     def bound_by(self, entry: ModuleEntry, ms: ModuleSource, name: str) -> list[ast.stmt]:
         """The module-level statements binding the definition ``name`` stands for in
         ``entry``, in its module or where its import leads; none for anything else."""
-        key = self.b.r.binding_key(entry, ms, name)
-        home = self.b.index.entries.get(key[1]) if key is not None else None
+        key = self.r.binding_key(entry, ms, name)
+        home = self.index.entries.get(key[1]) if key is not None else None
         if home is None:
             return []
-        hms = self.b.r.module_source(home)
+        hms = self.r.module_source(home)
         return [hms.stmts[i].node for i in hms.binders.get(key[2], [])]
 
     def construction_reach(self) -> set[NodeId]:
@@ -289,9 +289,9 @@ class SideEffects:
                 continue
             self._by_name_scanned.add(mkey)
             entry = self.b.entries[mkey]
-            for line, fi in self.b.r.folder_imports(entry):
-                for child in self.b.index.submodules(fi.package, entry.source):
-                    if child.key in self.b.modules or self.b.r.is_external(child.module) or (
+            for line, fi in self.r.folder_imports(entry):
+                for child in self.index.submodules(fi.package, entry.source):
+                    if child.key in self.b.modules or self.r.is_external(child.module) or (
                             fi.public_only and child.module.rpartition(".")[2][:1] == "_"):
                         continue
                     self.b.ms(child)
@@ -329,7 +329,7 @@ class SideEffects:
             st = ms.stmts[node[1]]
             if "torch.ops." not in ms.stmt_text(st):
                 continue
-            registry = self.b.r.op_registrations(node[0][0])
+            registry = self.r.op_registrations(node[0][0])
             for op in sorted(op_reads(st.node)):
                 found = registry.get(op, ())
                 if not any(defines for _, _, defines in found):
@@ -362,17 +362,17 @@ class SideEffects:
             entry, ms = self.b.entries[mkey], self.b.modules[mkey]
             for st in ms.stmts:
                 node = (mkey, st.index)
-                if node in self.b.seen:
+                if node in self.b.seen or st.kind == "script":
                     continue
                 roots, call, in_place = ms.patch_shape(st)
                 changed: set[BindKey] = set()
                 for name in roots or ():
-                    key = self.b.r.binding_key(entry, ms, name) or \
+                    key = self.r.binding_key(entry, ms, name) or \
                         self._external_object(entry, name)
                     if key is not None:
                         changed.add(key)
                 for name in in_place or ():
-                    key = self.b.r.binding_key(entry, ms, name)
+                    key = self.r.binding_key(entry, ms, name)
                     if key is None or key not in bound or self._is_container(key):
                         continue  # a container's item stores are the registry rule's
                     if st.kind in ("class", "function"):
@@ -384,10 +384,10 @@ class SideEffects:
                             continue
                     changed.add(key)
                 if call is not None:
-                    fkey = self.b.r.binding_key(entry, ms, call[0])
+                    fkey = self.r.binding_key(entry, ms, call[0])
                     mutated = self._mutated_by(fkey) if fkey is not None else frozenset()
                     for where, name in call[1].items():
-                        key = self.b.r.binding_key(entry, ms, name) if where in mutated else None
+                        key = self.r.binding_key(entry, ms, name) if where in mutated else None
                         if key is not None:
                             changed.add(key)
                 changed &= bound
@@ -408,7 +408,7 @@ class SideEffects:
         recs = entry.imports.get(name)
         if recs and recs[0].name is None:
             return None
-        t = self.b.index.lookup(entry, name)
+        t = self.index.lookup(entry, name)
         if t.kind != "external" or t.how not in ("import", "heuristic") or "." not in t.name:
             return None
         return ("ext", t.name)
@@ -442,37 +442,37 @@ class SideEffects:
 
     def _mutated_by(self, key: BindKey) -> frozenset:
         """The parameters a corpus function changes in place (engine.patches)."""
-        hit = self.b.r.mutators.get(key)
+        hit = self.r.mutators.get(key)
         if hit is None:
             hit = frozenset()
-            entry = self.b.index.entries.get(key[1])
-            if entry is not None and not self.b.r.is_external(entry.module):
-                ms = self.b.r.module_source(entry)
+            entry = self.index.entries.get(key[1])
+            if entry is not None and not self.r.is_external(entry.module):
+                ms = self.r.module_source(entry)
                 for i in ms.binders.get(key[2], []):
                     hit |= mutated_parameters(ms.stmts[i].node)
-            self.b.r.mutators[key] = hit
+            self.r.mutators[key] = hit
         return hit
 
     def _writes_of(self, key: BindKey) -> list[BindKey]:
         """The module-level containers a function fills when called (registration helpers)."""
-        hit = self.b.r.writers.get(key)
+        hit = self.r.writers.get(key)
         if hit is not None:
             return hit
-        self.b.r.writers[key] = []
+        self.r.writers[key] = []
         out: list[BindKey] = []
-        entry = self.b.index.entries.get(key[1])
-        if entry is not None and not self.b.r.is_external(entry.module):
-            ms = self.b.r.module_source(entry)
+        entry = self.index.entries.get(key[1])
+        if entry is not None and not self.r.is_external(entry.module):
+            ms = self.r.module_source(entry)
             for i in ms.binders.get(key[2], []):
                 st = ms.stmts[i]
                 if st.kind != "function":
                     continue
                 uses = ms.uses(st)
                 for name in sorted(ms.access(st)[1] & (uses.lazy | uses.load)):
-                    k = self.b.r.binding_key(entry, ms, name)
+                    k = self.r.binding_key(entry, ms, name)
                     if k is not None and k not in out:
                         out.append(k)
-        self.b.r.writers[key] = out
+        self.r.writers[key] = out
         return out
 
     def _calls_through_modules(self, entry: ModuleEntry, st: TopStmt,
@@ -482,7 +482,7 @@ class SideEffects:
         ``import pyro``; ``settings.register("validate_poutine", __name__, ...)`` below ``from
         pyro import settings``)."""
         names = {n for n in load_names if n in entry.imports}
-        if not any(self.b.index.lookup(entry, n).kind == "module" for n in names):
+        if not any(self.index.lookup(entry, n).kind == "module" for n in names):
             return []
         if st.kind in ("class", "function"):
             called = list(st.node.decorator_list)  # type: ignore[attr-defined]
@@ -494,7 +494,7 @@ class SideEffects:
             chain = dotted(func) if isinstance(func, ast.Attribute) else None
             if chain is None or chain.split(".")[0] not in names:
                 continue
-            t = self.b.index.resolve_dotted(entry, chain)
+            t = self.index.resolve_dotted(entry, chain)
             if t.kind == "def" and t.entry is not None and not t.attr:
                 out.append(("def", t.entry.key, t.name))
         return out

@@ -16,7 +16,7 @@ from typing import Iterable, Iterator
 from nnrag_tui.engine.errors import StoreError
 from nnrag_tui.engine.facts import Block, Guard, ImportRecord, ModuleFacts, Symbol
 
-SCHEMA_VERSION = 8  # 7: files.namespace_writes; 8: symbols.alias
+SCHEMA_VERSION = 9  # 7: files.namespace_writes; 8: symbols.alias; 9: no script-only symbols
 BUSY_TIMEOUT_MS = 60_000
 
 SCHEMA = """
