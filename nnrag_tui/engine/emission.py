@@ -15,6 +15,7 @@ from itertools import pairwise
 from typing import TYPE_CHECKING
 
 from nnrag_tui.engine.closure import BindKey, NodeId
+from nnrag_tui.engine.imported_along import RunOrder
 from nnrag_tui.engine.reach import METACLASS_CREATION, SUBCLASS_HOOK, method_reads
 
 if TYPE_CHECKING:
@@ -30,6 +31,7 @@ def emission_order(builder: _ClosureBuilder) -> list[NodeId]:
     def key(n: NodeId) -> tuple[int, int]:
         return (mod_rank[n[0]], builder.modules[n[0]].stmts[n[1]].line)
 
+    upstream = _UpstreamOrder(builder)
     all_deps: dict[NodeId, set[NodeId]] = {n: set() for n in builder.order}
     load_deps: dict[NodeId, set[NodeId]] = {n: set() for n in builder.order}
     for d in builder.deps:
@@ -46,7 +48,6 @@ def emission_order(builder: _ClosureBuilder) -> list[NodeId]:
             if user == p or (user[0] == p[0] and user[1] < p[1]) or (
                     user[0] == target[1] and user[0] != p[0]):
                 continue
-            all_deps[user].add(p)
             if user[0] != p[0] and (user in builder.effects.patches[target] or
                                     _decorates_with(builder, user, target)):
                 # two modules' patches of one definition (fairchem's ``@registry.
@@ -54,7 +55,10 @@ def emission_order(builder: _ClosureBuilder) -> list[NodeId]:
                 # the order upstream imports their modules; neither needs the other to
                 # load, and taking both ways as a need made a cycle, broken in an order
                 # that put the subclass above its base
+                if upstream.runs_first(user, p) is not True:
+                    all_deps[user].add(p)
                 continue
+            all_deps[user].add(p)
             if name in builder.modules[user[0]].uses(
                     builder.modules[user[0]].stmts[user[1]]).load:
                 load_deps[user].add(p)
@@ -98,14 +102,32 @@ def emission_order(builder: _ClosureBuilder) -> list[NodeId]:
                 where = ", ".join(f"{builder.entries[n[0]].facts.relpath}:"
                                   f"{builder.modules[n[0]].stmts[n[1]].line}"
                                   for n in sorted(ready, key=key))
-                builder.notes.append(f"circular load-time dependency among {where}; "
-                                  "upstream order kept")
+                builder.notes.append(
+                    f"circular load-time dependency among {where}; upstream order kept")
         # a patch goes as soon as it can: right after what it changes, as upstream has it
         pick = min(ready, key=lambda n: (n not in patching, key(n), rank[n]))
         emitted.append(pick)
         done.add(pick)
         remaining.discard(pick)
     return emitted
+
+
+class _UpstreamOrder:
+    """Which of two statements upstream's import of the block's module runs first
+    (engine.imported_along.RunOrder, worked out the first time it is asked)."""
+
+    def __init__(self, builder: _ClosureBuilder) -> None:
+        self.builder = builder
+        self._order: RunOrder | None = None
+
+    def runs_first(self, a: NodeId, b: NodeId) -> bool | None:
+        """Whether ``a`` runs before ``b``; None where that import runs either not at all."""
+        if self._order is None:
+            self._order = self.builder.r.run_order(self.builder.entry)
+        modules = self.builder.modules
+        pa = self._order.position(a[0], modules[a[0]].stmts[a[1]].line)
+        pb = self._order.position(b[0], modules[b[0]].stmts[b[1]].line)
+        return None if pa is None or pb is None else pa < pb
 
 
 def _class_creation_deps(builder: _ClosureBuilder) -> dict[NodeId, set[NodeId]]:

@@ -7,8 +7,9 @@ imports ``pyro.poutine.util`` itself, so only this walk finds that registration.
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from nnrag_tui.engine.bindings import ModuleEntry, ModuleIndex
 
@@ -61,3 +62,79 @@ def _runs_first(module: str) -> list[str]:
     """The packages Python imports before ``module``: ``a`` and ``a.b`` for ``a.b.c``."""
     parts = module.split(".")
     return [".".join(parts[:i]) for i in range(1, len(parts))]
+
+
+class RunOrder:
+    """When upstream's import of one module runs each statement of the corpus modules it
+    imports, as far as module-level imports tell: ``import a.b.c`` runs ``a``, then ``a.b``,
+    then ``a.b.c``, and each module's statements run in line order, an import's whole module
+    before the statements below it. mmcv's ``conv.py`` registers ``Conv3d`` before
+    ``wrappers.py`` registers its own ``Conv3d`` with ``force=True``, as ``mmcv/cnn/bricks/
+    __init__.py`` imports ``conv`` first."""
+
+    def __init__(self, index: ModuleIndex, start: ModuleEntry,
+                 is_external: Callable[[str], bool]) -> None:
+        self.index = index
+        self.is_external = is_external
+        # module -> (first line, position): its statements from that line on run at position
+        self.marks: dict[tuple[str, str], list[tuple[int, int]]] = {}
+        self._run(start)
+
+    def position(self, key: tuple[str, str], line: int) -> tuple[int, int] | None:
+        """A sort key for the statement at ``line`` of module ``key``; None where importing
+        the start module does not run that module."""
+        marks = self.marks.get(key)
+        if not marks:
+            return None
+        i = bisect_right(marks, (line, float("inf"))) - 1
+        return (marks[max(i, 0)][1], line)
+
+    def _steps(self, e: ModuleEntry) -> list[tuple[str, object]]:
+        steps: list[tuple[str, object]] = [("run", m) for m in self._found(_runs_first(e.module))]
+        steps.append(("begin", None))
+        for rec in sorted(e.facts.imports, key=lambda r: r.line):
+            if rec.guard.kind == "type_checking" or not rec.target:
+                continue
+            targets = [*_runs_first(rec.target), rec.target]
+            if rec.name:
+                targets.append(f"{rec.target}.{rec.name}")
+            steps += [("run", m) for m in self._found(targets)]
+            steps.append(("mark", rec.end_line + 1))
+        return steps
+
+    def _found(self, modules: list[str]) -> list[ModuleEntry]:
+        out: list[ModuleEntry] = []
+        for module in modules:
+            if self.is_external(module):
+                continue
+            found = self.index.find_module(module, None)
+            if found is not None and found not in out:
+                out.append(found)
+        return out
+
+    def _run(self, start: ModuleEntry) -> None:
+        """Python's import, without recursion (import chains can be long): a module begins
+        once; a frame asked to run a module already begun (an import cycle, or a package
+        whose ``__init__`` imported it meanwhile) goes on without it."""
+        counter = 0
+        stack: list[tuple[ModuleEntry, list[tuple[str, object]], int]] = [
+            (start, self._steps(start), 0)]
+        while stack:
+            e, steps, i = stack.pop()
+            if i >= len(steps):
+                continue
+            kind, arg = steps[i]
+            if kind == "begin" and e.key in self.marks:
+                continue  # it ran meanwhile, while its packages were imported
+            stack.append((e, steps, i + 1))
+            if kind == "run":
+                m = arg
+                assert isinstance(m, ModuleEntry)
+                if m.key not in self.marks:
+                    stack.append((m, self._steps(m), 0))
+            elif kind == "begin":
+                counter += 1
+                self.marks[e.key] = [(0, counter)]
+            elif e.key in self.marks:  # "mark": what follows an import runs after its module
+                counter += 1
+                self.marks[e.key].append((int(arg), counter))  # type: ignore[arg-type]

@@ -37,7 +37,7 @@ from nnrag_tui.engine.emission import emission_order
 from nnrag_tui.engine.errors import ResolutionError
 from nnrag_tui.engine.facts import Block, ImportRecord
 from nnrag_tui.engine.flow import definitely_bound
-from nnrag_tui.engine.imported_along import Edges
+from nnrag_tui.engine.imported_along import Edges, RunOrder
 from nnrag_tui.engine.modsource import (
     ModuleSource,
     TopStmt,
@@ -79,10 +79,18 @@ class Resolver:
         # module -> (line, what) of its statements importing a folder's modules by name
         self._folder_imports: dict[tuple[str, str], list[tuple[int, FolderImport]]] = {}
         self.import_edges: Edges = {}  # module -> the modules importing it runs directly
+        self._run_orders: dict[tuple[str, str], RunOrder] = {}
         self._mentions: dict[tuple[tuple[str, str], str], bool] = {}
         # source -> operator (``NS::OP``) -> the statements registering something for it, and
         # whether each defines it (engine.torchops)
         self._ops: dict[str, dict[str, list[tuple[ModuleEntry, int, bool]]]] = {}
+
+    def run_order(self, entry: ModuleEntry) -> RunOrder:
+        """The order upstream's import of ``entry`` runs the statements it runs."""
+        hit = self._run_orders.get(entry.key)
+        if hit is None:
+            hit = self._run_orders[entry.key] = RunOrder(self.index, entry, self.is_external)
+        return hit
 
     def is_external(self, module: str) -> bool:
         """torch is always imported, also when its own source is the corpus."""
