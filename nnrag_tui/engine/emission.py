@@ -71,6 +71,17 @@ def emission_order(builder: _ClosureBuilder) -> list[NodeId]:
         group.sort(key=lambda n: (builder.entries[n[0]].module, n[1]))
         for a, b in pairwise(group):
             all_deps[b].add(a)
+    # two modules' registrations into one registry go in the order upstream runs them: one
+    # under a key another registered already replaces it
+    # (each after the last statement of the module upstream ran before its own module's)
+    for filling in builder.effects.fillers.values():
+        known = sorted((pos, n) for n in filling if (pos := upstream.position(n)) is not None)
+        before: NodeId | None = None
+        for i, (_, n) in enumerate(known):
+            if i and known[i - 1][1][0] != n[0]:
+                before = known[i - 1][1]
+            if before is not None:
+                all_deps[n].add(before)
     # statements of one module that bind the same name keep their upstream order
     by_binding: dict[tuple, list[NodeId]] = {}
     for n in builder.order:
@@ -120,13 +131,15 @@ class _UpstreamOrder:
         self.builder = builder
         self._order: RunOrder | None = None
 
-    def runs_first(self, a: NodeId, b: NodeId) -> bool | None:
-        """Whether ``a`` runs before ``b``; None where that import runs either not at all."""
+    def position(self, node: NodeId) -> tuple[int, int] | None:
+        """A sort key for when ``node`` runs; None where that import does not run it."""
         if self._order is None:
             self._order = self.builder.r.run_order(self.builder.entry)
-        modules = self.builder.modules
-        pa = self._order.position(a[0], modules[a[0]].stmts[a[1]].line)
-        pb = self._order.position(b[0], modules[b[0]].stmts[b[1]].line)
+        return self._order.position(node[0], self.builder.modules[node[0]].stmts[node[1]].line)
+
+    def runs_first(self, a: NodeId, b: NodeId) -> bool | None:
+        """Whether ``a`` runs before ``b``; None where that import runs either not at all."""
+        pa, pb = self.position(a), self.position(b)
         return None if pa is None or pb is None else pa < pb
 
 

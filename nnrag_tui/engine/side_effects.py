@@ -41,6 +41,17 @@ if TYPE_CHECKING:
 _DICT_BASES = frozenset({"dict", "UserDict", "OrderedDict", "defaultdict"})
 
 
+def forwards_first_parameter(fn: ast.FunctionDef | ast.AsyncFunctionDef, callee: str) -> bool:
+    """Whether ``fn`` calls ``callee`` with its own first parameter as the first argument."""
+    params = [*fn.args.posonlyargs, *fn.args.args]
+    if not params:
+        return False
+    first = params[0].arg
+    return any(isinstance(c, ast.Call) and isinstance(c.func, ast.Name) and c.func.id == callee
+               and c.args and isinstance(c.args[0], ast.Name) and c.args[0].id == first
+               for c in ast.walk(fn))
+
+
 class SideEffects:
     """The four rules over one closure, with what each has looked at already."""
 
@@ -61,6 +72,8 @@ class SideEffects:
         self._by_name_scanned: set[tuple[str, str]] = set()
         # such a module -> the registration statements inlined from it
         self.by_name_fillers: dict[tuple[str, str], list[NodeId]] = {}
+        # registry -> the statements added for filling it, by either registry rule
+        self.fillers: dict[BindKey, list[NodeId]] = {}
 
     def add_registry_fillers(self) -> bool:
         """A module-level container that an included statement *reads* (``_ACTS[name]``,
@@ -138,6 +151,7 @@ class SideEffects:
                 if mkey in self.by_name:
                     self.by_name_fillers.setdefault(mkey, []).append(node)
                 for reg in dict.fromkeys(filled):
+                    self._fills(reg, node)
                     for user, rname, load in registries[reg]:
                         # a statement upstream runs before the registration (pyro's ``class
                         # PyroModule(..., metaclass=_PyroModuleMeta)`` above ``_PyroModuleMeta.
@@ -167,6 +181,7 @@ class SideEffects:
                     readers.setdefault(("def", user[0], fname), set()).add(key)
         if not readers:
             return False
+        self._add_forwarding_readers(readers)
         sought: dict[tuple[BindKey, str], list[NodeId]] = {}
         constants: set[str] = set()  # names of string constants passed as keys
         calls = [((user, name), key) for (user, name), key in self.b.refs.items()]
@@ -210,6 +225,7 @@ class SideEffects:
                         for user in sought.get((reg, literal), ()):
                             node = self.b.add(entry, st.index)
                             added = True
+                            self._fills(reg, node)
                             self.b.deps.append(Dependency(
                                 user, literal, "definition", f"{entry.module}:{st.line}",
                                 "registry", 0.8, False, (node,),
@@ -222,6 +238,31 @@ class SideEffects:
                             if note not in self.b.notes:
                                 self.b.notes.append(note)
         return added
+
+    def _fills(self, registry: BindKey, node: NodeId) -> None:
+        filling = self.fillers.setdefault(registry, [])
+        if node not in filling:
+            filling.append(node)
+
+    def _add_forwarding_readers(self, readers: dict[BindKey, set[BindKey]]) -> None:
+        """A function of the closure that hands its first parameter on as the first argument
+        of a reader reads by that key too: a block's ``build_act("gelu")``, whose
+        ``build_act(name)`` returns ``get_act(name)``, looks up ``_ACTS["gelu"]``. Such
+        functions join ``readers``, through any number of hands."""
+        grown = True
+        while grown:
+            grown = False
+            for (user, name), key in list(self.b.refs.items()):
+                if key not in readers or user[0] not in self.index.entries:
+                    continue
+                st = self.b.modules[user[0]].stmts[user[1]]
+                if st.kind != "function":
+                    continue
+                fkey = ("def", user[0], st.node.name)  # type: ignore[attr-defined]
+                new = readers[key] - readers.get(fkey, set())
+                if new and forwards_first_parameter(st.node, name):  # type: ignore[arg-type]
+                    readers.setdefault(fkey, set()).update(new)
+                    grown = True
 
     def keyed_calls(self, entry: ModuleEntry, ms: ModuleSource, st: TopStmt,
                     decorators_only: bool = False) -> list[tuple[str, str, str | None]]:
