@@ -2,7 +2,7 @@
 0.29.1, the Must-show corpus (their sources only; neither is installed or imported here).
 
 Each is taken from ``$NNRAG_TIMM_SRC`` / ``$NNRAG_TORCHVISION_SRC`` or ``bench/.corpora/NAME``
-(``shared/bench/get_corpora.sh bench/.corpora``) when that holds the right version, else
+(``shared/bench/get_corpora.sh "$PWD/bench/.corpora"``) when that holds the right version, else
 downloaded from PyPI (a few seconds); a test that needs one is skipped, saying why, when the
 registry cannot be reached. ``conftest.py`` offers both as session fixtures.
 """
