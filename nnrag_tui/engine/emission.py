@@ -71,9 +71,9 @@ def emission_order(builder: _ClosureBuilder) -> list[NodeId]:
         group.sort(key=lambda n: (builder.entries[n[0]].module, n[1]))
         for a, b in pairwise(group):
             all_deps[b].add(a)
-    # two modules' registrations into one registry go in the order upstream runs them: one
-    # under a key another registered already replaces it
-    # (each after the last statement of the module upstream ran before its own module's)
+    # two modules' registrations into one registry go in the order upstream runs them (one
+    # under a key another registered already replaces it): each waits for the last
+    # registration upstream ran before its own module's run of them
     for filling in builder.effects.fillers.values():
         known = sorted((pos, n) for n in filling if (pos := upstream.position(n)) is not None)
         before: NodeId | None = None
