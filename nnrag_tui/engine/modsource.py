@@ -22,6 +22,7 @@ from nnrag_tui.engine.patches import (
     call_arguments,
     decorator_method_roots,
     in_place_roots,
+    nested_method_call_roots,
     setattr_roots,
 )
 
@@ -114,7 +115,9 @@ class ModuleSource:
                                                  frozenset[str] | None]:
         """(roots of its attribute stores, (function, name arguments) of a bare call, roots of
         its item stores or method calls) of a statement that binds no name; for a definition,
-        the roots of its decorator methods as the third; for any other statement that binds
+        the roots of its decorator methods as the third; for a ``for``/``if``/``with``/``try``,
+        the names it hands to ``setattr``/``delattr`` as the first and the roots of the method
+        calls inside it as the third; for any other statement that binds
         names, the names it hands to ``setattr``/``delattr`` as the first (engine.patches);
         cached."""
         hit = self._patch.get(st.index)
@@ -125,8 +128,11 @@ class ModuleSource:
                 text = self.stmt_text(st)
                 named = setattr_roots(st.node) if st.kind != "import" and (
                     "setattr" in text or "delattr" in text) else None
-                if st.binds or st.kind not in ("assign", "other"):
-                    hit = (named, None, None)  # a loop of setattr calls binds its variable
+                if st.kind == "compound":
+                    # a loop of setattr calls binds its variable; one of registrations too
+                    hit = (named, None, nested_method_call_roots(st.node))
+                elif st.binds or st.kind not in ("assign", "other"):
+                    hit = (named, None, None)
                 else:
                     stores = attribute_store_roots(st.node)
                     roots = stores | named if stores and named else stores or named

@@ -31,6 +31,8 @@ from __future__ import annotations
 
 import ast
 
+from nnrag_tui.engine.parse import dotted
+
 
 def _root(target: ast.expr) -> str | None:
     """``X`` for ``X.a``, ``X.a.b`` and ``X.a[k].b``: the name whose object is changed."""
@@ -69,6 +71,34 @@ def in_place_roots(node: ast.stmt) -> frozenset[str] | None:
         r = _root(node.value.func)
         return frozenset({r}) if r is not None else None
     return _store_roots(node, ast.Subscript, annotated=False)
+
+
+def nested_method_call_roots(node: ast.stmt) -> frozenset[str] | None:
+    """The roots of the bare method calls inside a ``for``, ``if``, ``with`` or ``try`` (not
+    inside a function or class it defines): mmcv's ``for module in [nn.ReLU, ...]:
+    MODELS.register_module(module=module)`` registers in ``MODELS`` as it runs. None for one
+    that imports modules by computed name: a loop over a folder's modules, as deepspeed's
+    ``op_builder`` has, is engine.dynimport's, and copied it would import the files beside the
+    generated one."""
+    roots: set[str] = set()
+    stack: list[ast.stmt] = [node]
+    while stack:
+        st = stack.pop()
+        if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        body = [s for f in ("body", "orelse", "finalbody") for s in getattr(st, f, ())]
+        body += [s for h in getattr(st, "handlers", ()) for s in h.body]
+        if body:
+            stack.extend(body)
+        elif isinstance(st, ast.Expr) and isinstance(st.value, ast.Call) \
+                and isinstance(st.value.func, ast.Attribute):
+            root = _root(st.value.func)
+            if root is not None:
+                roots.add(root)
+    if roots and any(isinstance(c, ast.Call) and (dotted(c.func) or "").rpartition(".")[2] in (
+            "import_module", "__import__") for c in ast.walk(node)):
+        return None
+    return frozenset(roots) or None
 
 
 def setattr_roots(node: ast.stmt) -> frozenset[str] | None:
