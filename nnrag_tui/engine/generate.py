@@ -176,8 +176,8 @@ def _group_note(closure: Closure, g: LazyGroup, module: tuple[str, str]) -> str:
     """The header's line on a statement of a lazy group: where upstream imports its module,
     if it does (the first such place), or which of the group's modules import it."""
     sites = [(closure.entries[user[0]].facts.relpath, line)
-             for user, line, _bound in g.sites
-             if closure.guarded_imports[(user, line, _bound)][1] == module]
+             for user, line, bound in g.sites
+             if closure.guarded_imports[(user, line, bound)][1] == module]
     if sites:
         where = ", ".join(f"{r}:{n}" for r, n in sorted(set(sites))[:1])
         more = len(set(sites)) - 1

@@ -65,8 +65,8 @@ def nesting(closure: Closure) -> tuple[dict[NodeId, list[NestedModule]], list[La
     An import that may fail goes into each of them that makes it (two kernel modules may both
     ``import triton``), and stays at the top where any other statement reads it."""
     guarded = _guarded_modules(closure)
-    groups = _lazy_groups(closure, {m.module for m in guarded})
     ext_users = _external_users(closure)
+    groups = _lazy_groups(closure, {m.module for m in guarded}, ext_users)
     inside = {m.module for m in guarded} | {m for g in groups for m in g.modules}
     movable = {i: {u[0] for u in users} for i, users in ext_users.items()
                if i in closure.externals and _may_be_missing(closure.externals[i].module)
@@ -113,7 +113,8 @@ def _guarded_modules(closure: Closure) -> list[NestedModule]:
     return found
 
 
-def _lazy_groups(closure: Closure, guarded: set[tuple[str, str]]) -> list[LazyGroup]:
+def _lazy_groups(closure: Closure, guarded: set[tuple[str, str]],
+                 ext_users: dict[str, set[NodeId]]) -> list[LazyGroup]:
     """The groups of modules upstream imports only inside functions, that import a package
     which may be missing, or import at load time such a module; without their externals yet.
     ``guarded`` modules go inside the statement holding their import, not into a group."""
@@ -137,7 +138,7 @@ def _lazy_groups(closure: Closure, guarded: set[tuple[str, str]]) -> list[LazyGr
                 lazily.discard(m)
                 changed = True
     # what fails without a package: the modules that import one, and those importing them
-    failing = {u[0] for i, users in _external_users(closure).items()
+    failing = {u[0] for i, users in ext_users.items()
                if i in closure.externals and _may_be_missing(closure.externals[i].module)
                for u in users if u[0] in lazily}
     while True:

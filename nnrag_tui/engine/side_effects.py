@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 _DICT_BASES = frozenset({"dict", "UserDict", "OrderedDict", "defaultdict"})
 
 
-def forwards_first_parameter(fn: ast.FunctionDef | ast.AsyncFunctionDef, callee: str) -> bool:
+def _forwards_first_parameter(fn: ast.FunctionDef | ast.AsyncFunctionDef, callee: str) -> bool:
     """Whether ``fn`` calls ``callee`` with its own first parameter as the first argument."""
     params = [*fn.args.posonlyargs, *fn.args.args]
     if not params:
@@ -260,7 +260,7 @@ class SideEffects:
                     continue
                 fkey = ("def", user[0], st.node.name)  # type: ignore[attr-defined]
                 new = readers[key] - readers.get(fkey, set())
-                if new and forwards_first_parameter(st.node, name):  # type: ignore[arg-type]
+                if new and _forwards_first_parameter(st.node, name):  # type: ignore[arg-type]
                     readers.setdefault(fkey, set()).update(new)
                     grown = True
 
