@@ -65,3 +65,16 @@ def test_a_cycle_runs_each_module_once_and_what_is_not_imported_has_no_position(
     assert run.position(key("pkg.b"), 2) < run.position(key("pkg.a"), 3)
     assert run.position(key("pkg.typed"), 1) < run.position(key("pkg.a"), 3)
     assert run.position(key("pkg.never"), 1) is None  # only type checkers import it
+
+
+def test_an_import_leads_to_the_importing_repository_s_own_module(tmp_path):
+    # two repositories both have ``pkg.b``; the first has priority, but ``pkg.a`` of the
+    # second imports its own, as the bindings resolve it
+    first = write(tmp_path / "first", {"pkg/__init__.py": "", "pkg/b.py": "B = 1\n"})
+    second = write(tmp_path / "second", {"pkg/__init__.py": "", "pkg/b.py": "B = 2\n",
+                                         "pkg/a.py": "from .b import B\nA = B\n"})
+    index = module_index({"first": first, "second": second})
+    entry = next(e for e in index.entries.values() if e.key == ("second", "pkg.a"))
+    run = RunOrder(index, entry, lambda m: m.split(".")[0] == "torch")
+    assert run.position(("second", "pkg.b"), 1) < run.position(("second", "pkg.a"), 2)
+    assert run.position(("first", "pkg.b"), 1) is None
