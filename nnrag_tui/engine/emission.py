@@ -4,8 +4,9 @@ Definition before use, by the edges the resolver found: an edge whose target is 
 the module executes (``load``) must be kept; one only a function body reads may be given up to
 break a cycle. Within that, upstream's order: modules in the order the closure reached them,
 statements by line. A patch goes right after what it changes (engine.patches), registrations
-from modules imported by computed name in the order the loop imports them, and a ``class``
-statement waits for what its metaclass and its bases' ``__init_subclass__`` read as it is made.
+from modules imported by computed name in the order the loop imports them, a ``class``
+statement waits for what its metaclass and its bases' ``__init_subclass__`` read as it is made,
+and a statement that calls a corpus function or class as it runs waits for what that call reads.
 """
 
 from __future__ import annotations
@@ -16,7 +17,13 @@ from typing import TYPE_CHECKING
 
 from nnrag_tui.engine.closure import BindKey, NodeId
 from nnrag_tui.engine.imported_along import RunOrder
-from nnrag_tui.engine.reach import METACLASS_CREATION, SUBCLASS_HOOK, method_reads
+from nnrag_tui.engine.reach import (
+    METACLASS_CREATION,
+    SUBCLASS_HOOK,
+    call_run,
+    load_time_calls,
+    method_reads,
+)
 
 if TYPE_CHECKING:
     from nnrag_tui.engine.resolve import _ClosureBuilder
@@ -92,7 +99,9 @@ def emission_order(builder: _ClosureBuilder) -> list[NodeId]:
         for a, b in pairwise(group):
             all_deps[b].add(a)
             load_deps[b].add(a)
-    for user, needs in _class_creation_deps(builder).items():
+    targets = _targets(builder)
+    for user, needs in [*_class_creation_deps(builder, targets).items(),
+                        *_call_time_deps(builder, targets).items()]:
         all_deps[user] |= needs
         load_deps[user] |= needs
     patching = {p for ps in builder.effects.patches.values() for p in ps}
@@ -143,17 +152,81 @@ class _UpstreamOrder:
         return None if pa is None or pb is None else pa < pb
 
 
-def _class_creation_deps(builder: _ClosureBuilder) -> dict[NodeId, set[NodeId]]:
+def _targets(builder: _ClosureBuilder) -> dict[tuple[NodeId, str], tuple[NodeId, ...]]:
+    """The statements each (statement, name it reads) resolved to."""
+    targets: dict[tuple[NodeId, str], tuple[NodeId, ...]] = {}
+    for d in builder.deps:
+        if d.nodes:
+            targets[(d.user, d.name)] = targets.get((d.user, d.name), ()) + d.nodes
+    return targets
+
+
+def _call_time_deps(builder: _ClosureBuilder, targets: dict[tuple[NodeId, str], tuple[
+        NodeId, ...]]) -> dict[NodeId, set[NodeId]]:
+    """What a statement needs because of what it calls while its module executes: the
+    names the called function's body reads, or a called class's ``__init__`` (and
+    ``__new__``, ``__post_init__``), and so on through what those call. mmengine's
+    ``MODEL_WRAPPERS = Registry('model_wrapper')`` runs ``Registry.__init__``, which
+    imports ``build_from_cfg`` inside itself; upstream's ``root.py`` imported that module
+    first, and a file with ``build_from_cfg`` below the registries raised NameError. A need
+    its own module binds below the statement upstream cannot be one: that read does not
+    run then. What fills a registry the call reads is needed too (ludwig's class bodies call
+    ``EncoderDataclassField(...)``, which looks up the encoders registered for a feature
+    type), except by a statement filling that registry itself: ludwig's
+    ``@register_encoder_config("wave", DATE)`` reads the registry it adds to, and taking the
+    other registrations as its needs made every two of them a cycle; their order is
+    upstream's (``emission_order``)."""
+    fills: dict[NodeId, set[BindKey]] = {}
+    for registry, filling in builder.effects.fillers.items():
+        for f in filling:
+            fills.setdefault(f, set()).add(registry)
+    runs: dict[NodeId, tuple[set[str], set[str]]] = {}
+    reached: dict[NodeId, frozenset[NodeId]] = {}
+
+    def needs_of(callee: NodeId) -> frozenset[NodeId]:
+        """What calling ``callee`` reads, through everything it calls in turn."""
+        if callee not in reached:
+            out: set[NodeId] = set()
+            todo, seen = [callee], {callee}
+            while todo:
+                m = todo.pop()
+                if m not in runs:
+                    runs[m] = call_run(builder.modules[m[0]].stmts[m[1]].node)
+                reads, calls = runs[m]
+                for r in reads:
+                    out.update(targets.get((m, r), ()))
+                for c in calls:
+                    for t in targets.get((m, c), ()):
+                        if t not in seen:
+                            seen.add(t)
+                            todo.append(t)
+            reached[callee] = frozenset(out)
+        return reached[callee]
+
+    extra: dict[NodeId, set[NodeId]] = {}
+    for n in builder.order:
+        if n[0] in builder.objects:
+            continue
+        needs: set[NodeId] = set()
+        for name in load_time_calls(builder.modules[n[0]].stmts[n[1]].node):
+            for m in targets.get((n, name), ()):
+                needs |= needs_of(m)
+        own = fills.get(n, set())
+        needs = {t for t in needs if t != n and (t[0] != n[0] or t[1] < n[1])
+                 and not own & fills.get(t, set())}
+        if needs:
+            extra[n] = needs
+    return extra
+
+
+def _class_creation_deps(builder: _ClosureBuilder, targets: dict[tuple[NodeId, str], tuple[
+        NodeId, ...]]) -> dict[NodeId, set[NodeId]]:
     """What a ``class`` statement needs while it executes beyond its own text: the names
     its metaclass's ``__new__``/``__init__``/``__prepare__`` read and those the
     ``__init_subclass__`` of its corpus bases read. brevitas' ``ExtendedInjector =
     _ExtendedInjectorType("Injector", ...)`` is a class its metaclass made, and that
     metaclass's ``__new__`` reads ``BaseInjector``, bound below it upstream: every class
     derived from it runs that read as it is made."""
-    targets: dict[tuple[NodeId, str], tuple[NodeId, ...]] = {}
-    for d in builder.deps:
-        if d.nodes:
-            targets[(d.user, d.name)] = targets.get((d.user, d.name), ()) + d.nodes
 
     def classdef(n: NodeId) -> ast.ClassDef | None:
         node = builder.modules[n[0]].stmts[n[1]].node

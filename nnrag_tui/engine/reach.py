@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import ast
 
+from nnrag_tui.engine.parse import dotted
+
 CONSTRUCTION = frozenset({"__init__", "__post_init__", "__new__", "__call__", "forward"})
 
 
@@ -77,11 +79,20 @@ SUBCLASS_HOOK = ("__init_subclass__",)
 def method_reads(cls: ast.ClassDef, methods: tuple[str, ...]) -> set[str]:
     """The names read in the bodies of ``cls``'s methods called one of ``methods``, and in the
     methods those reach through ``self.x`` / ``cls.x``."""
+    out: set[str] = set()
+    for fn in _methods_run(cls, methods):
+        out |= _undecorated(fn)
+    return out
+
+
+def _methods_run(cls: ast.ClassDef, methods: tuple[str, ...]) -> list[ast.stmt]:
+    """``cls``'s methods called one of ``methods`` and those they reach through ``self.x`` /
+    ``cls.x``."""
     defs: dict[str, list[ast.stmt]] = {}
     for st in cls.body:
         if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef)):
             defs.setdefault(st.name, []).append(st)
-    out: set[str] = set()
+    out: list[ast.stmt] = []
     todo, seen = [m for m in methods if m in defs], set()
     while todo:
         name = todo.pop()
@@ -89,6 +100,61 @@ def method_reads(cls: ast.ClassDef, methods: tuple[str, ...]) -> set[str]:
             continue
         seen.add(name)
         for fn in defs[name]:
-            out |= _undecorated(fn)
+            out.append(fn)
             todo.extend(a for a in _self_attrs(fn) if a in defs)
     return out
+
+
+# what runs when a class is called: making and initialising its instance
+INSTANCE_CREATION = ("__new__", "__init__", "__post_init__")
+
+
+def _callee(call: ast.Call) -> str | None:
+    """What a call calls, by name or through a module: ``f`` or ``mod.f``."""
+    return dotted(call.func)
+
+
+def load_time_calls(node: ast.stmt) -> set[str]:
+    """What a module-level statement calls, by name or ``module.name`` chain
+    (``MODELS = Registry("model")``, ``to_2tuple = _ntuple(2)``, ``@register_model``), while
+    its module executes: all of it but the bodies of the functions and lambdas it defines."""
+    out: set[str] = set()
+    todo: list[ast.AST] = [node]
+    while todo:
+        n = todo.pop()
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            todo += [d for d in [*n.args.defaults, *n.args.kw_defaults] if d is not None]
+            if not isinstance(n, ast.Lambda):
+                todo += n.decorator_list
+            continue
+        if isinstance(n, ast.Call) and (callee := _callee(n)) is not None:
+            out.add(callee)
+        todo.extend(ast.iter_child_nodes(n))
+    return out
+
+
+def call_run(node: ast.stmt) -> tuple[set[str], set[str]]:
+    """(names and ``module.name`` chains read, those called) in what runs when what ``node``
+    defines is called: a function's body; for a class, its ``INSTANCE_CREATION`` methods and
+    what they reach through ``self.x``, with its bases as called (their ``__init__`` runs
+    too)."""
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        bodies: list[ast.AST] = list(node.body)
+        extra: set[str] = set()
+    elif isinstance(node, ast.ClassDef):
+        bodies = [st for fn in _methods_run(node, INSTANCE_CREATION)
+                  for st in fn.body]  # type: ignore[attr-defined]
+        extra = {b.id for b in node.bases if isinstance(b, ast.Name)}
+    else:
+        return set(), set()
+    reads: set[str] = set()
+    calls: set[str] = set(extra)
+    for part in bodies:
+        for n in ast.walk(part):
+            if isinstance(n, ast.Name):
+                reads.add(n.id)
+            elif isinstance(n, ast.Attribute) and (chain := dotted(n)) is not None:
+                reads.add(chain)  # ``schema_utils.TypeSelection``; its prefixes come too
+            elif isinstance(n, ast.Call) and (callee := _callee(n)) is not None:
+                calls.add(callee)
+    return reads, calls
