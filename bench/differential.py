@@ -86,7 +86,10 @@ class _StubFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         self.installed = set(installed)
 
     def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] in self.packages:
+        """A stand-in for each package given and everything under it; a dotted name stands
+        in for that module alone (``mmcv._ext``, the compiled extension of a real ``mmcv``)."""
+        parts = name.split(".")
+        if any(".".join(parts[:i]) in self.packages for i in range(1, len(parts) + 1)):
             return importlib.machinery.ModuleSpec(name, self, is_package=True)
         return None
 
@@ -272,13 +275,51 @@ def _plain(sig) -> str:
     ``<class 'timm.layers.norm.LayerNorm2d'>`` upstream is ``LayerNorm2d`` from the generated
     file's own module. A set default's items are in sorted order: megatron's
     ``sub_modules_to_wrap={TransformerLayer, ...}`` holds classes, whose order in a set
-    follows their ids."""
+    follows their ids. So are a ``Union``'s members (engine-independent: typing caches
+    ``Optional[Union[dict, ConfigDict]]`` by equality, which ignores order, so which order is
+    printed depends on which module made it first in the process)."""
     if isinstance(sig, inspect.Signature):
         sig = sig.replace(parameters=[
-            p.replace(default=_Unordered(p.default))
-            if isinstance(p.default, (set, frozenset)) and p.default else p
+            p.replace(default=_Unordered(p.default)
+                      if isinstance(p.default, (set, frozenset)) and p.default else p.default,
+                      annotation=_UnionsSorted.of(p.annotation))
             for p in sig.parameters.values()])
     return _unqualified(str(sig))
+
+
+class _UnionsSorted:
+    """An annotation printed with the members of each ``Union`` in it in sorted order."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __repr__(self) -> str:
+        return self.text
+
+    @classmethod
+    def of(cls, annotation):
+        return cls(cls._text(annotation)) if cls._has_union(annotation) else annotation
+
+    @classmethod
+    def _has_union(cls, a) -> bool:
+        import typing
+
+        return typing.get_origin(a) in (typing.Union, types.UnionType) or any(
+            cls._has_union(x) for x in typing.get_args(a) if not isinstance(x, (list, tuple)))
+
+    @classmethod
+    def _text(cls, a) -> str:
+        import typing
+
+        args = typing.get_args(a)
+        if typing.get_origin(a) in (typing.Union, types.UnionType):
+            return "Union[" + ", ".join(sorted(_unqualified(cls._text(x)) for x in args)) + "]"
+        if not args or not cls._has_union(a):
+            return inspect.formatannotation(a)
+        inner = ", ".join(
+            "[" + ", ".join(cls._text(y) for y in x) + "]" if isinstance(x, (list, tuple))
+            else cls._text(x) for x in args)
+        return f"{inspect.formatannotation(typing.get_origin(a))}[{inner}]"
 
 
 def _unqualified(text: str) -> str:

@@ -427,3 +427,74 @@ def test_a_config_class_only_upstream_binds_is_guessed_with_its_own_base(tmp_pat
     generated = CONFIGS.replace("class MoEConfig(BaseConfig):\n    pass\n\n\n", "")
     r = compare(tmp_path, generated, CONFIGS, "MoEMLP")
     assert r["verdict"] == "same", r
+
+
+# mmdet's ``conv_cfg: OptConfigType = None``, ``OptConfigType = Optional[Union[ConfigDict,
+# dict]]``: typing caches a Union by equality, which ignores order, so the members print in
+# the order of whichever module of the process made that Union first
+UNION_ORDER = '''\
+from typing import Optional, Union
+
+import torch
+from torch import nn
+
+
+class ConfigDict(dict):
+    pass
+
+
+# made first: an equal Union made later is this object, whatever its order
+EARLIER = Optional[Union[{first}, {second}]]
+
+
+class Head(nn.Module):
+    def __init__(self, width: int = 4, cfg: Optional[Union[ConfigDict, dict]] = None,
+                 names: list[Union[str, int]] = ()):
+        super().__init__()
+        self.fc = nn.Linear(width, width)
+
+    def forward(self, x):
+        return self.fc(x)
+'''
+
+
+def test_the_order_a_union_prints_its_members_in_is_no_difference(tmp_path):
+    upstream = UNION_ORDER.format(first="ConfigDict", second="dict")
+    generated = UNION_ORDER.format(first="dict", second="ConfigDict")
+    r = compare(tmp_path, generated, upstream, "Head")
+    assert r["verdict"] == "same", r
+
+
+def test_a_union_of_other_members_still_differs(tmp_path):
+    upstream = UNION_ORDER.format(first="ConfigDict", second="dict")
+    generated = upstream.replace("names: list[Union[str, int]]", "names: list[Union[str, float]]")
+    r = compare(tmp_path, generated, upstream, "Head")
+    assert r["verdict"] == "differs" and "constructor signature" in r["reason"], r
+
+
+# mmcv's ``ext_loader.load_ext('_ext', [...])`` imports the compiled ``mmcv._ext`` as its ops
+# load: a stand-in for that module alone, the rest of the package real
+EXTENSION = '''\
+import importlib
+
+import torch
+from torch import nn
+
+ext = importlib.import_module("pkgd._ext")
+
+
+class Native(nn.Module):
+    def __init__(self, width: int = 4):
+        super().__init__()
+        self.fc = nn.Linear(width, width)
+
+    def forward(self, x):
+        return self.fc(x)
+'''
+
+
+def test_a_stand_in_for_a_submodule_leaves_the_package_real(tmp_path):
+    r = compare(tmp_path, EXTENSION, EXTENSION, "Native", stubs=("pkgd._ext",))
+    assert r["verdict"] == "same", r
+    r = compare(tmp_path, EXTENSION, EXTENSION, "Native")
+    assert r["verdict"] == "not_comparable" and "pkgd._ext" in r["reason"], r
