@@ -341,17 +341,22 @@ MUST = {
         "def set_cfg(cfg):", "\n\nset_cfg(cfg)\n\n\nclass Net(nn.Module):",
         ("SCALE = torch.empty(2, 2)\nSCALE.fill_(3.0)\nSCALE[0, 0] = 1.0\n"
          "SCALE = nn.Parameter(SCALE.clone(), requires_grad=False)\n")],
+    # a config's ``type`` names a class registered in a module only the package imports
+    ("config_registry", "Net"): [
+        "@MODELS.register_module()\nclass Swish(nn.Module):",
+        'MODELS.register_module(name="HSwish", module=nn.Hardswish)',
+        "# note: 'Swish' (a config's type) is registered by cfgpkg/bricks/swish.py:7"],
     # a registry made at load time runs its ``__init__``, which reads ``build_from_cfg``
     # (imported inside it upstream): that definition goes above the registry
-    # ... and one made as a class body runs, through a module alias (``schema_utils.
-    # TypeSelection``), reads its definitions then too
-    ("call_time", "Configured"): [
-        "class TypeSelection:", "`schema_utils.TypeSelection` -> `TypeSelection` (inlined)"],
     ("call_time", "Net"): [
         ("def build_from_cfg(cfg: Config, registry: Registry, **kwargs):\n"
          "    return registry._modules[cfg[\"type\"]](**kwargs)\n\n\n"
          "LAYERS = Registry(\"layer\")\n"),
         "import of `build_from_cfg` inside a function dropped (inlined)"],
+    # ... and one made as a class body runs, through a module alias (``schema_utils.
+    # TypeSelection``), reads its definitions then too
+    ("call_time", "Configured"): [
+        "class TypeSelection:", "`schema_utils.TypeSelection` -> `TypeSelection` (inlined)"],
 }
 # strings the provenance header must not contain (MUST_NOT reads the code below it)
 HEADER_MUST_NOT = {
@@ -376,6 +381,7 @@ MUST_NOT = {
     ("star_all", "Net"): ["import *", "class Hidden", "torch.relu"],
     ("star_noall", "Net"): ["import *"],
     ("setattr_patch", "Net"): ["Unused"],
+    ("config_registry", "Net"): ["Mish"],
     ("optional_module", "Net"): ["\nimport nnrag_missing_triton"],
     ("guarded_reexport", "Net"): ["\nfrom nnrag_missing_six"],
     ("torch_ops", "Net"): ["nnrag_golden::unused", "fast_fake"],

@@ -129,3 +129,101 @@ def test_explicit_selector_picks_one(five_repos):
     res = ex.extract_single_block("deltapkg.blocks:Block")
     assert res.ok and res.block.source == "delta"
     assert "Mlp of delta." in res.generated.code
+
+
+# OpenMMLab's shape across repositories: mmdet's CTResNetNeck builds
+# ``ConvModule(..., conv_cfg=dict(type='DCNv2'))``, which mmcv/ops/modulated_deform_conv.py
+# registers; mmdet's own package imports mmcv.ops elsewhere (necks/dyhead.py), which runs that,
+# and neither the block's module nor the mmcv modules it needs import it
+BRICKS = {
+    "brk/__init__.py": "from .activation import build_act\n",
+    "brk/registry.py": '''
+        class Registry:
+            def __init__(self):
+                self._modules = {}
+
+            def register_module(self, name=None):
+                def wrap(cls):
+                    self._modules[name or cls.__name__] = cls
+                    return cls
+                return wrap
+
+            def build(self, cfg):
+                args = dict(cfg)
+                return self._modules[args.pop("type")](**args)
+
+
+        MODELS = Registry()
+        ''',
+    "brk/activation.py": '''
+        from .registry import MODELS
+
+
+        def build_act(cfg):
+            return MODELS.build(cfg)
+        ''',
+    "brk/extra.py": '''
+        import torch
+        import torch.nn as nn
+
+        from .registry import MODELS
+
+
+        @MODELS.register_module(name="Swish")
+        class SwishOfBricks(nn.Module):
+            def forward(self, x):
+                return x * torch.sigmoid(x)
+        ''',
+}
+NECKS = {
+    "neckpkg/__init__.py": "from . import necks\n",
+    "neckpkg/necks/__init__.py": "from .simple import Neck\nfrom .fancy import Unused\n",
+    "neckpkg/necks/simple.py": '''
+        import torch.nn as nn
+
+        from brk.activation import build_act
+
+
+        class Neck(nn.Module):
+            def __init__(self, act_cfg=dict(type="Swish")):
+                super().__init__()
+                self.act = build_act(act_cfg)
+
+            def forward(self, x):
+                return self.act(x)
+        ''',
+    "neckpkg/necks/fancy.py": '''
+        import brk.extra
+
+
+        class Unused:
+            pass
+        ''',
+}
+
+
+def _write(root: Path, files: dict[str, str]) -> Path:
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(textwrap.dedent(text).lstrip("\n"))
+    return root
+
+
+def test_a_registration_another_repository_runs_as_upstream_imports_comes_along(tmp_path):
+    torch = pytest.importorskip("torch")
+    cfg = {"bricks": {"path": str(_write(tmp_path / "bricks", BRICKS)), "priority": 2},
+           "necks": {"path": str(_write(tmp_path / "necks", NECKS)), "priority": 1}}
+    with BlockExtractor(parse_config(cfg), cache_dir=tmp_path / "cache",
+                        data_dir=tmp_path / "data") as ex:
+        ex.index()
+        res = ex.extract_single_block("neckpkg.necks.simple:Neck")
+    assert res.ok, res.error
+    code = res.generated.code
+    assert '@MODELS.register_module(name="Swish")\nclass SwishOfBricks(nn.Module):' in code
+    assert any("'Swish' (a config's type) is registered by brk/extra.py" in n
+               and "neckpkg.necks.simple -> neckpkg.necks -> neckpkg.necks.fancy -> brk.extra"
+               in n for n in res.notes), res.notes
+    ns: dict = {"__name__": "neck_file"}
+    exec(compile(code, "<Neck>", "exec"), ns)  # noqa: S102  (the generated file)
+    x = torch.randn(3)
+    assert torch.allclose(ns["Neck"]()(x), x * torch.sigmoid(x))

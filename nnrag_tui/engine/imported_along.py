@@ -16,12 +16,15 @@ from nnrag_tui.engine.bindings import ModuleEntry, ModuleIndex
 Edges = dict[tuple[str, str], list[ModuleEntry]]
 
 
-def imported_along(index: ModuleIndex, start: Iterable[ModuleEntry], edges: Edges
-                   ) -> dict[tuple[str, str], list[str]]:
-    """Every corpus module of the same source that importing the ``start`` modules runs
-    (their packages' ``__init__`` and, transitively, what each imports at module level,
-    guarded imports included, ``if TYPE_CHECKING:`` ones not), each with the chain of module
-    names that leads to it from a start module. ``edges`` caches each module's direct ones."""
+def imported_along(index: ModuleIndex, start: Iterable[ModuleEntry], edges: Edges,
+                   is_external: Callable[[str], bool]) -> dict[tuple[str, str], list[str]]:
+    """Every corpus module that importing the ``start`` modules runs (their packages'
+    ``__init__`` and, transitively, what each imports at module level, guarded imports
+    included, ``if TYPE_CHECKING:`` ones not), each with the chain of module names that leads
+    to it from a start module. An import leads into another repository of the corpus where the
+    importing module's own repository has no module of that name, as engine.bindings resolves
+    it: mmdet's ``from mmcv.ops import ...`` runs ``mmcv/ops/__init__.py``, which registers
+    ``DCNv2``. ``edges`` caches each module's direct ones."""
     seen: dict[tuple[str, str], list[str]] = {}
     queue: deque[ModuleEntry] = deque()
     for e in sorted(start, key=lambda e: e.key):
@@ -33,7 +36,7 @@ def imported_along(index: ModuleIndex, start: Iterable[ModuleEntry], edges: Edge
         chain = seen[e.key]
         out = edges.get(e.key)
         if out is None:
-            out = edges[e.key] = _imports_run(index, e)
+            out = edges[e.key] = _imports_run(index, e, is_external)
         for found in out:
             if found.key not in seen:
                 seen[found.key] = [*chain, found.module]
@@ -41,9 +44,11 @@ def imported_along(index: ModuleIndex, start: Iterable[ModuleEntry], edges: Edge
     return seen
 
 
-def _imports_run(index: ModuleIndex, e: ModuleEntry) -> list[ModuleEntry]:
-    """The corpus modules of ``e``'s source that importing ``e`` runs directly: its
-    packages, and what its module-level imports name (with their packages)."""
+def _imports_run(index: ModuleIndex, e: ModuleEntry, is_external: Callable[[str], bool]
+                 ) -> list[ModuleEntry]:
+    """The corpus modules that importing ``e`` runs directly: its packages, and what its
+    module-level imports name (with their packages), from ``e``'s own source where it has
+    them."""
     modules = _runs_first(e.module)
     for rec in e.facts.imports:
         if rec.guard.kind == "type_checking" or not rec.target:
@@ -52,8 +57,10 @@ def _imports_run(index: ModuleIndex, e: ModuleEntry) -> list[ModuleEntry]:
             modules += [*_runs_first(target), target]
     out: dict[tuple[str, str], ModuleEntry] = {}
     for module in modules:
+        if is_external(module):
+            continue
         found = index.find_module(module, e.source)
-        if found is not None and found.source == e.source:
+        if found is not None:
             out.setdefault(found.key, found)
     return list(out.values())
 

@@ -468,6 +468,7 @@ class _ClosureBuilder:
             effects = self.effects
             if not (effects.add_registry_fillers() | effects.add_patches()
                     | effects.add_keyed_registrations() | self.add_object_chains()
+                    | effects.add_config_registrations()
                     | effects.add_op_registrations()):
                 break
         gone = self.bind_local_module_imports()

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from nnrag_tui.engine.bindings import ModuleEntry
 from nnrag_tui.engine.closure import BindKey, Dependency, NodeId
+from nnrag_tui.engine.config_keys import registrations, type_keys
 from nnrag_tui.engine.imported_along import imported_along
 from nnrag_tui.engine.modsource import (
     ModuleSource,
@@ -72,8 +73,11 @@ class SideEffects:
         self._by_name_scanned: set[tuple[str, str]] = set()
         # such a module -> the registration statements inlined from it
         self.by_name_fillers: dict[tuple[str, str], list[NodeId]] = {}
-        # registry -> the statements added for filling it, by either registry rule
+        # registry -> the statements added for filling it, by any registry rule
         self.fillers: dict[BindKey, list[NodeId]] = {}
+        # config ``type`` keys looked for already, and the registrations added for them
+        self._types_sought: set[str] = set()
+        self._config_added: list[NodeId] = []
 
     def add_registry_fillers(self) -> bool:
         """A module-level container that an included statement *reads* (``_ACTS[name]``,
@@ -203,7 +207,8 @@ class SideEffects:
             return False
         self._keys_sought |= set(sought)
         spanned = [self.index.entries[k] for k in self.b.modules if k in self.index.entries]
-        along = imported_along(self.index, spanned, self.r.import_edges)
+        along = imported_along(self.index, spanned, self.r.import_edges,
+                               self.r.is_external)
         literals = sorted({literal for _, literal in sought})
         added = False
         for mkey, chain in along.items():
@@ -237,6 +242,70 @@ class SideEffects:
                                     f"({' -> '.join(chain)}); kept here")
                             if note not in self.b.notes:
                                 self.b.notes.append(note)
+        return added
+
+    def add_config_registrations(self) -> bool:
+        """OpenMMLab's ``ConvModule(..., act_cfg=dict(type='Swish'))`` builds what ``@MODELS.
+        register_module() class Swish`` registered in mmcv/cnn/bricks/swish.py, which the
+        block never imports: upstream's import runs it through the package ``__init__``. A
+        registration through a method of a registry object of the closure, under a key that
+        a ``type`` entry of a dict names in what runs when the block is built and called
+        (engine.config_keys), in a module upstream imports along with the closure's, comes
+        along. Returns whether any did."""
+        registries: set[BindKey] = set()
+        for n in self.b.order:
+            st = self.b.modules[n[0]].stmts[n[1]]
+            value = getattr(st.node, "value", None)
+            # ``MODELS = Registry("model")``: an instance of a corpus class
+            if st.kind == "assign" and isinstance(value, ast.Call) and \
+                    isinstance(value.func, ast.Name) and \
+                    self.b.refs.get((n, value.func.id), ("",))[0] == "def":
+                registries |= {("def", n[0], name) for name in st.binds}
+        if not registries:
+            return False
+        sought: dict[str, NodeId] = {}
+        for node in sorted(self.construction_reach() | set(self._config_added)):
+            ms = self.b.modules[node[0]]
+            if "type" not in ms.stmt_text(ms.stmts[node[1]]):
+                continue
+            for key in type_keys(ms.stmts[node[1]].node):
+                if key not in self._types_sought:
+                    sought.setdefault(key, node)
+        if not sought:
+            return False
+        self._types_sought |= set(sought)
+        spanned = [self.index.entries[k] for k in self.b.modules if k in self.index.entries]
+        along = imported_along(self.index, spanned, self.r.import_edges,
+                               self.r.is_external)
+        added = False
+        for mkey, chain in along.items():
+            entry = self.index.entries[mkey]
+            if mkey in self.b.modules or self.r.is_external(entry.module) or \
+                    not self.r.mentions(entry, "register", quoted=False) or \
+                    not any(self.r.mentions(entry, key, quoted=False) for key in sought):
+                continue
+            ms = self.r.module_source(entry)
+            for st in ms.stmts:
+                if st.kind in ("import", "script"):
+                    continue
+                for root, key in registrations(st.node):
+                    reg = self.r.binding_key(entry, ms, root) if key in sought else None
+                    if reg not in registries:
+                        continue
+                    node = self.b.add(entry, st.index)
+                    added = True
+                    self._config_added.append(node)
+                    runs = f"upstream's import of {chain[0]} runs it ({' -> '.join(chain)})"
+                    self._fills(reg, node)  # type: ignore[arg-type]  (in registries)
+                    user = sought[key]
+                    self.b.deps.append(Dependency(
+                        user, key, "definition", f"{entry.module}:{st.line}", "registry", 0.8,
+                        False, (node,), f"registers {key!r}, which {runs}"))
+                    note = (f"{key!r} (a config's type) is registered by {entry.facts.relpath}:"
+                            f"{st.line}, which {self.b.entries[user[0]].module} never imports: "
+                            f"{runs}; kept here")
+                    if note not in self.b.notes:
+                        self.b.notes.append(note)
         return added
 
     def _fills(self, registry: BindKey, node: NodeId) -> None:

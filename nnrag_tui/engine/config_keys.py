@@ -1,0 +1,105 @@
+"""Registrations looked up by a config's ``type`` key: the OpenMMLab shape.
+
+``ConvModule(..., act_cfg=dict(type='Swish'))`` builds what ``@MODELS.register_module() class
+Swish`` registered under its class name, in ``mmcv/cnn/bricks/swish.py``. No name leads there:
+upstream has it because importing the block's module runs ``mmcv/cnn/bricks/__init__.py``,
+which imports that file. This module reads, from the AST alone, the keys such configs name and
+the registrations a statement makes through a method of a registry object; side_effects pairs
+them up.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+
+from nnrag_tui.engine.parse import dotted
+
+
+def type_keys(node: ast.AST) -> set[str]:
+    """The strings given as ``type`` in a dict in ``node``: ``dict(type="Swish", ...)`` and
+    ``{"type": "Swish", ...}``. Where a ``type`` is computed (mmpose's ViPNAS_MobileNetV3 has
+    ``act=['HSwish', 'ReLU', ...]`` and ``dict(type=self.act[i])``), every string of ``node``
+    that could name a registration may be one: a dotted name, ``'mmdet.CrossEntropyLoss'``
+    included."""
+    out: set[str] = set()
+    computed = False
+    for sub in ast.walk(node):
+        values: list[ast.expr] = []
+        if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Name) and sub.func.id == "dict":
+            values = [k.value for k in sub.keywords if k.arg == "type"]
+        elif isinstance(sub, ast.Dict):
+            values = [v for k, v in zip(sub.keys, sub.values)
+                      if isinstance(k, ast.Constant) and k.value == "type"]
+        for v in values:
+            if isinstance(v, ast.Constant):
+                if isinstance(v.value, str):
+                    out.add(v.value)
+            elif not (isinstance(v, ast.Name) and hasattr(builtins, v.id)):  # ``type=int``
+                computed = True
+    if computed:
+        out |= {c.value for c in ast.walk(node) if isinstance(c, ast.Constant)
+                and isinstance(c.value, str) and _key_like(c.value)}
+    return out
+
+
+def _key_like(text: str) -> bool:
+    return all(part.isidentifier() for part in text.split("."))
+
+
+def _literal(expr: ast.expr | None) -> str | None:
+    return expr.value if isinstance(expr, ast.Constant) and isinstance(expr.value, str) \
+        else None
+
+
+def _registering(call: ast.expr) -> tuple[str, ast.Call | None] | None:
+    """(registry root name, the call) for ``R.register...(...)`` or a bare ``R.register...``:
+    a method whose name says it registers, of a name (not of ``self``)."""
+    fn = call.func if isinstance(call, ast.Call) else call
+    if not (isinstance(fn, ast.Attribute) and fn.attr.startswith("register")):
+        return None
+    root = dotted(fn.value)
+    if root is None or "." in root or root in ("self", "cls"):
+        return None
+    return root, call if isinstance(call, ast.Call) else None
+
+
+def _named(call: ast.Call | None) -> str | None:
+    """The key a registration call names: ``name="HSwish"`` or a first string argument."""
+    if call is None:
+        return None
+    for k in call.keywords:
+        if k.arg == "name":
+            return _literal(k.value)
+    return _literal(call.args[0]) if call.args else None
+
+
+def registrations(node: ast.stmt) -> list[tuple[str, str]]:
+    """(registry root name, key) of what a module-level statement registers through a
+    registry object's method, as the module runs: a decorated ``class``/``def`` under the
+    name the decorator gives, else its own (``@MODELS.register_module()``); a call under the
+    name it gives, else that of the object it hands over (``MODELS.register_module(
+    module=nn.Hardswish, name='HSwish')``, ``MODELS.register_module(module=HSwish)``), also
+    inside an ``if``/``for``/``try`` (mmcv's ``hswish.py`` picks by torch version)."""
+    out: list[tuple[str, str]] = []
+    if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+        for dec in node.decorator_list:
+            found = _registering(dec)
+            if found is not None:
+                out.append((found[0], _named(found[1]) or node.name))
+        return out
+    todo: list[ast.AST] = [node]
+    while todo:
+        sub = todo.pop()
+        if isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        if isinstance(sub, ast.Call) and (found := _registering(sub)) is not None:
+            key = _named(sub)
+            if key is None:
+                given = [k.value for k in sub.keywords if k.arg == "module"] or sub.args[:1]
+                chain = dotted(given[0]) if given else None
+                key = chain.rpartition(".")[2] if chain else None
+            if key is not None:
+                out.append((found[0], key))
+        todo.extend(ast.iter_child_nodes(sub))
+    return out
