@@ -346,6 +346,10 @@ MUST = {
         "@MODELS.register_module()\nclass Swish(nn.Module):",
         'MODELS.register_module(name="HSwish", module=nn.Hardswish)',
         "# note: 'Swish' (a config's type) is registered by cfgpkg/bricks/swish.py:7"],
+    # a module object's member that guarded imports alone bind is bound by those statements
+    ("guarded_member", "Net"): [
+        'loader.__dict__["extension"] = extension\n',
+        "else:\n    from nnrag_missing_parrots import extension\n"],
     # a registry made at load time runs its ``__init__``, which reads ``build_from_cfg``
     # (imported inside it upstream): that definition goes above the registry
     ("call_time", "Net"): [
@@ -382,6 +386,7 @@ MUST_NOT = {
     ("star_noall", "Net"): ["import *"],
     ("setattr_patch", "Net"): ["Unused"],
     ("config_registry", "Net"): ["Mish"],
+    ("guarded_member", "Net"): ["\nimport nnrag_missing_fast as", "\nfrom nnrag_missing_parrots"],
     ("optional_module", "Net"): ["\nimport nnrag_missing_triton"],
     ("guarded_reexport", "Net"): ["\nfrom nnrag_missing_six"],
     ("torch_ops", "Net"): ["nnrag_golden::unused", "fast_fake"],

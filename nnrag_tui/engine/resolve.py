@@ -340,6 +340,16 @@ class _ClosureBuilder:
         entry = self.entries[node[0]]
         st = self.modules[node[0]].stmts[0]
         for name, t in self.objects[node[0]].members:
+            binders = self.guarded_binders(entry, name) if t.kind == "external" else None
+            if binders:
+                # mmcv's ext_loader binds ``extension`` by ``from parrots import extension``
+                # in the ``else`` of ``if torch.__version__ != 'parrots':``: the statement
+                # binds it, kept whole as for any reader, not the import made unconditional
+                nodes = self.add_binders(entry, name, binders)
+                self.refs[(node, name)] = ("def", entry.key, name)
+                self.deps.append(Dependency(node, name, "definition", f"{entry.module}.{name}",
+                                            "local", 1.0, True, nodes))
+                continue
             self.follow(node, entry, st, name, t, True, set())
         imp = self.external_import(entry, "types", Target("external", "types", how="import"))
         self.refs[(node, "types")] = ("ext", imp.identity)
@@ -787,6 +797,19 @@ class _ClosureBuilder:
                 (o.kind, o.name) != (t.kind, t.name) for o in targets[1:]):
             return None
         return t
+
+    def guarded_binders(self, entry: ModuleEntry, name: str) -> list[int]:
+        """The statements that bind ``name`` in ``entry``'s module once it has run, where
+        guarded statements do (``try``/``if`` importing it), not a plain import after them:
+        as ``resolve_name`` finds them for a reader that runs after the module."""
+        others = self.binders(entry, name)
+        plain = self.plain_import(entry, name, None)
+        if others and plain is not None:
+            ms = self.ms(entry)
+            others = [i for i in others if not self.reimports(entry, ms.stmts[i], name, plain)]
+            if others and plain.line > max(ms.stmts[i].line for i in others):
+                return []
+        return others
 
     @staticmethod
     def plain_import(entry: ModuleEntry, name: str, above: int | None) -> ImportRecord | None:
