@@ -350,6 +350,12 @@ MUST = {
     ("guarded_member", "Net"): [
         'loader.__dict__["extension"] = extension\n',
         "else:\n    from nnrag_missing_parrots import extension\n"],
+    # a registry that imports modules by name when first used gets none to import, and what
+    # they register for the block comes along
+    ("import_locations", "Net"): [
+        'MODELS = Registry("model", locations=[])\n',
+        "@MODELS.register_module()\nclass Swish(nn.Module):",
+        '`["locpkg.layers"]` -> `[]`'],
     # a registry made at load time runs its ``__init__``, which reads ``build_from_cfg``
     # (imported inside it upstream): that definition goes above the registry
     ("call_time", "Net"): [
@@ -386,6 +392,7 @@ MUST_NOT = {
     ("star_noall", "Net"): ["import *"],
     ("setattr_patch", "Net"): ["Unused"],
     ("config_registry", "Net"): ["Mish"],
+    ("import_locations", "Net"): ['locations=["locpkg.layers"]'],
     ("guarded_member", "Net"): ["\nimport nnrag_missing_fast as", "\nfrom nnrag_missing_parrots"],
     ("optional_module", "Net"): ["\nimport nnrag_missing_triton"],
     ("guarded_reexport", "Net"): ["\nfrom nnrag_missing_six"],

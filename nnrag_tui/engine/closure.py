@@ -94,6 +94,9 @@ class Closure:
     # the guarded or function-local imports of ``guarded_imports`` whose definition its module
     # may leave undefined -> the ImportError upstream's import then raises
     unsure_imports: dict[tuple[NodeId, int, str], str] = field(default_factory=dict)
+    # statement -> the lists of corpus module names it hands a definition that imports them
+    # by name later, made empty in the file (engine.import_locations)
+    emptied_locations: dict[NodeId, set[tuple[str, ...]]] = field(default_factory=dict)
 
     def stmt(self, node: NodeId) -> TopStmt:
         return self.modules[node[0]].stmts[node[1]]

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from nnrag_tui import __version__
 from nnrag_tui.engine.closure import UNUSED, Closure, ExternalImport, NodeId
+from nnrag_tui.engine.import_locations import emptied as emptied_lists
 from nnrag_tui.engine.modsource import ModuleSource
 from nnrag_tui.engine.moduleobject import is_object_key
 from nnrag_tui.engine.nesting import LazyGroup, NestedModule, nesting
@@ -261,8 +262,12 @@ def _statement_text(closure: Closure, node: NodeId, refs: list[tuple[str, tuple]
     unsure.update(more_unsure or {})
     entry = closure.entries[node[0]]
     home = (entry.module, entry.facts.is_package) if st.kind != "import" else None
-    return rewrite_statement(text, renames, chains, ImportEdits(guarded, unsure, nested or {}),
-                             early, home)
+    emptied: list[str] = []
+    if node in closure.emptied_locations:
+        text, emptied = emptied_lists(text, closure.emptied_locations[node])
+    out, log = rewrite_statement(text, renames, chains, ImportEdits(guarded, unsure, nested or {}),
+                                 early, home)
+    return out, [*emptied, *log]
 
 
 def _module_docstring(ms: ModuleSource) -> str | None:

@@ -37,6 +37,7 @@ from nnrag_tui.engine.emission import emission_order
 from nnrag_tui.engine.errors import ResolutionError
 from nnrag_tui.engine.facts import Block, ImportRecord
 from nnrag_tui.engine.flow import definitely_bound
+from nnrag_tui.engine.import_locations import handed_lists, location_notes
 from nnrag_tui.engine.imported_along import Edges, RunOrder
 from nnrag_tui.engine.modsource import (
     ModuleSource,
@@ -482,6 +483,10 @@ class _ClosureBuilder:
                     | effects.add_op_registrations()):
                 break
         gone = self.bind_local_module_imports()
+        emptied = handed_lists(self)
+        for note in location_notes(self, emptied):
+            if note not in self.notes:
+                self.notes.append(note)
         out_names = self.allocate_names()
         for key, i in self.object_notes.items():  # as the file names it, with all it holds
             obj = self.objects[key]
@@ -510,7 +515,7 @@ class _ClosureBuilder:
         return Closure(self.block, nodes, self.modules, self.entries, self.deps,
                        self.externals, out_names, self.refs, self.chains, self.guarded,
                        self.unresolved, self.notes, sorted(future), self.early_refs,
-                       self.module_files, self.unsure)
+                       self.module_files, self.unsure, emptied)
 
     def note_lazy_annotations(self, nodes: list[NodeId], future: list[str]) -> None:
         """One file has one ``from __future__ import annotations``: definitions from modules

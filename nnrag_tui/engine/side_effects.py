@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 from nnrag_tui.engine.bindings import ModuleEntry
 from nnrag_tui.engine.closure import BindKey, Dependency, NodeId
 from nnrag_tui.engine.config_keys import registrations, type_keys
+from nnrag_tui.engine.import_locations import handed_lists
 from nnrag_tui.engine.imported_along import imported_along
 from nnrag_tui.engine.modsource import (
     ModuleSource,
@@ -275,6 +276,16 @@ class SideEffects:
             return False
         self._types_sought |= set(sought)
         spanned = [self.index.entries[k] for k in self.b.modules if k in self.index.entries]
+        # and the modules a registry imports by name when first used (engine.import_locations)
+        by_name: dict[str, str] = {}  # such a module -> the statement naming it
+        for node, lists in handed_lists(self.b).items():
+            entry = self.b.entries[node[0]]
+            for n in sorted({n for names in lists for n in names}):
+                found = self.index.find_module(n, entry.source)
+                if found is not None:
+                    spanned.append(found)
+                    by_name.setdefault(
+                        n, f"{entry.module}:{self.b.modules[node[0]].stmts[node[1]].line}")
         along = imported_along(self.index, spanned, self.r.import_edges,
                                self.r.is_external)
         added = False
@@ -295,7 +306,10 @@ class SideEffects:
                     node = self.b.add(entry, st.index)
                     added = True
                     self._config_added.append(node)
-                    runs = f"upstream's import of {chain[0]} runs it ({' -> '.join(chain)})"
+                    runs = (f"upstream's import of {chain[0]} runs it ({' -> '.join(chain)})"
+                            if chain[0] not in by_name else
+                            f"{by_name[chain[0]]} has upstream import {chain[0]} by name when "
+                            f"first used, which runs it ({' -> '.join(chain)})")
                     self._fills(reg, node)  # type: ignore[arg-type]  (in registries)
                     user = sought[key]
                     self.b.deps.append(Dependency(

@@ -1,0 +1,117 @@
+"""Corpus modules that a definition imports by name later, handed to it as data when the module
+runs: mmengine's registries.
+
+``MODELS = Registry('model', parent=MMENGINE_MODELS, locations=['mmdet.models'])`` (mmdet's
+``registry.py``) keeps the module names, and the first time the registry is asked for a class
+its ``import_from_location`` runs ``import_module('mmdet.models')``, so that importing that
+package registers its classes. In the generated file, what the block needs of those
+registrations is inlined already (engine.side_effects), and ``mmdet.models`` is upstream's
+package: importing it needs mmdet installed, which a standalone file must not, and where it
+is installed it loads upstream's whole package beside the file. So the list becomes empty
+(``locations=[]``), a rewrite the header lists.
+
+Which lists these are is read from the AST (a list or tuple of strings, each a dotted name, as
+an argument of a module-level call); the resolver keeps only those whose every name is a
+module of the corpus, handed to a corpus definition whose module imports by computed name.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from nnrag_tui.engine.closure import NodeId
+    from nnrag_tui.engine.resolve import _ClosureBuilder
+
+Names = tuple[str, ...]
+
+
+def _dotted_name(text: str) -> bool:
+    return bool(text) and all(part.isidentifier() for part in text.split("."))
+
+
+def _call_of(node: ast.stmt) -> ast.Call | None:
+    value = node.value if isinstance(node, (ast.Assign, ast.AnnAssign, ast.Expr)) else None
+    return value if isinstance(value, ast.Call) else None
+
+
+def module_name_lists(node: ast.stmt) -> list[tuple[ast.expr, Names]]:
+    """(the list, its strings) of each argument of a module-level call (``X = f(...)`` or
+    ``f(...)``) that is a non-empty list or tuple of strings shaped like module names."""
+    call = _call_of(node)
+    if call is None:
+        return []
+    out: list[tuple[ast.expr, Names]] = []
+    for arg in [*call.args, *(k.value for k in call.keywords)]:
+        if isinstance(arg, (ast.List, ast.Tuple)) and arg.elts and all(
+                isinstance(e, ast.Constant) and isinstance(e.value, str)
+                and _dotted_name(e.value) for e in arg.elts):
+            out.append((arg, tuple(e.value for e in arg.elts)))  # type: ignore[union-attr]
+    return out
+
+
+def callee(node: ast.stmt) -> str | None:
+    """The name a module-level call calls, where it is a plain name (``Registry``)."""
+    call = _call_of(node)
+    return call.func.id if call is not None and isinstance(call.func, ast.Name) else None
+
+
+def emptied(text: str, lists: set[Names]) -> tuple[str, list[str]]:
+    """``text``, one module-level statement starting at column 0, with each argument list
+    naming exactly one of ``lists`` made empty; and one line per rewrite, for the header."""
+    tree = ast.parse(text)
+    if not tree.body:
+        return text, []
+    lines = text.splitlines(keepends=True)
+    edits: list[tuple[ast.expr, str]] = []
+    for arg, names in module_name_lists(tree.body[0]):
+        if names in lists:
+            edits.append((arg, "[]" if isinstance(arg, ast.List) else "()"))
+    log: list[str] = []
+    for arg, new in sorted(edits, key=lambda e: (e[0].lineno, e[0].col_offset), reverse=True):
+        l1, l2 = arg.lineno - 1, (arg.end_lineno or arg.lineno) - 1
+        head = lines[l1].encode("utf-8")[:arg.col_offset]
+        tail = lines[l2].encode("utf-8")[arg.end_col_offset or 0:]
+        old = "".join(lines[l1:l2 + 1]).encode("utf-8")[
+            arg.col_offset:len("".join(lines[l1:l2 + 1]).encode("utf-8")) - len(tail)]
+        lines[l1:l2 + 1] = [(head + new.encode("utf-8") + tail).decode("utf-8")]
+        log.append(f"`{' '.join(old.decode('utf-8').split())}` -> `{new}` (modules imported "
+                   "by name when first used; what the block needs of them is inlined)")
+    return "".join(lines), list(reversed(log))
+
+
+def handed_lists(b: _ClosureBuilder) -> dict[NodeId, set[Names]]:
+    """The statements of the closure that hand a corpus definition whose module imports by
+    computed name (``import_module``, ``__import__``) a list of names of corpus modules: each
+    such list, by statement."""
+    out: dict[NodeId, set[Names]] = {}
+    for node in b.order:
+        st = b.modules[node[0]].stmts[node[1]]
+        if st.kind not in ("assign", "expr") or node[0] in b.objects:
+            continue
+        lists = module_name_lists(st.node)
+        name = callee(st.node) if lists else None
+        key = b.refs.get((node, name)) if name else None
+        if key is None or key[0] != "def" or key[1] not in b.index.entries:
+            continue
+        owner = b.index.entries[key[1]]
+        if not (b.r.mentions(owner, "import_module", quoted=False)
+                or b.r.mentions(owner, "__import__", quoted=False)):
+            continue
+        source = b.entries[node[0]].source
+        for _, names in lists:
+            if all(not b.r.is_external(n) and b.index.find_module(n, source) for n in names):
+                out.setdefault(node, set()).add(names)
+    return out
+
+
+def location_notes(b: _ClosureBuilder, lists: dict[NodeId, set[Names]]) -> list[str]:
+    """What the header says of each statement whose lists are emptied."""
+    out = []
+    for node, names in lists.items():
+        what = ", ".join(repr(n) for group in sorted(names) for n in group)
+        out.append(f"{b.entries[node[0]].module}:{b.modules[node[0]].stmts[node[1]].line} names "
+                   f"modules ({what}) that upstream imports by name when first used; the list is "
+                   "empty here, as the file inlines what the block needs of them")
+    return out
