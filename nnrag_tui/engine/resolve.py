@@ -80,6 +80,8 @@ class Resolver:
         # module -> (line, what) of its statements importing a folder's modules by name
         self._folder_imports: dict[tuple[str, str], list[tuple[int, FolderImport]]] = {}
         self.import_edges: Edges = {}  # module -> the modules importing it runs directly
+        # (module, statement line) -> the config ``type`` keys it names (engine.config_keys)
+        self.type_keys: dict[tuple[tuple[str, str], int], frozenset[str]] = {}
         self._run_orders: dict[tuple[str, str], RunOrder] = {}
         self._mentions: dict[tuple[tuple[str, str], str], bool] = {}
         # source -> operator (``NS::OP``) -> the statements registering something for it, and

@@ -257,19 +257,23 @@ class SideEffects:
         for n in self.b.order:
             st = self.b.modules[n[0]].stmts[n[1]]
             value = getattr(st.node, "value", None)
-            # ``MODELS = Registry("model")``: an instance of a corpus class
+            # ``MODELS = Registry("model")``: an instance of a corpus class with a method
+            # that registers (timm's ``to_2tuple = _ntuple(2)`` is none)
             if st.kind == "assign" and isinstance(value, ast.Call) and \
                     isinstance(value.func, ast.Name) and \
-                    self.b.refs.get((n, value.func.id), ("",))[0] == "def":
+                    self._registers(self.b.refs.get((n, value.func.id))):
                 registries |= {("def", n[0], name) for name in st.binds}
         if not registries:
             return False
         sought: dict[str, NodeId] = {}
         for node in sorted(self.construction_reach() | set(self._config_added)):
             ms = self.b.modules[node[0]]
-            if "type" not in ms.stmt_text(ms.stmts[node[1]]):
-                continue
-            for key in type_keys(ms.stmts[node[1]].node):
+            hit = self.r.type_keys.get((node[0], ms.stmts[node[1]].line))
+            if hit is None:
+                st = ms.stmts[node[1]]
+                hit = self.r.type_keys[(node[0], st.line)] = frozenset(
+                    type_keys(st.node) if "type" in ms.stmt_text(st) else ())
+            for key in hit:
                 if key not in self._types_sought:
                     sought.setdefault(key, node)
         if not sought:
@@ -321,6 +325,17 @@ class SideEffects:
                     if note not in self.b.notes:
                         self.b.notes.append(note)
         return added
+
+    def _registers(self, key: BindKey | None) -> bool:
+        """Whether ``key`` is a corpus class whose body, or its module, defines a method
+        named ``register...`` (mmengine's ``Registry.register_module``)."""
+        if key is None or key[0] != "def" or key[1] not in self.index.entries:
+            return False
+        entry = self.index.entries[key[1]]
+        if not self.r.mentions(entry, "def register", quoted=False):
+            return False
+        ms = self.r.module_source(entry)
+        return any(ms.stmts[i].kind == "class" for i in ms.binders.get(key[2], ()))
 
     def _fills(self, registry: BindKey, node: NodeId) -> None:
         filling = self.fillers.setdefault(registry, [])
