@@ -353,9 +353,10 @@ MUST = {
     # a registry that imports modules by name when first used gets none to import, and what
     # they register for the block comes along
     ("import_locations", "Net"): [
-        'MODELS = Registry("model", locations=[])\n',
+        'MODELS = Registry("model", locations=[])\nadd_locations(MODELS, ())\n',
         "@MODELS.register_module()\nclass Swish(nn.Module):",
-        '`["locpkg.layers"]` -> `[]`'],
+        "@MODELS.register_module()\nclass Gate(nn.Module):",
+        '`["locpkg.layers"]` -> `[]`', '`("locpkg.heads",)` -> `()`'],
     # a registry made at load time runs its ``__init__``, which reads ``build_from_cfg``
     # (imported inside it upstream): that definition goes above the registry
     ("call_time", "Net"): [
@@ -392,7 +393,7 @@ MUST_NOT = {
     ("star_noall", "Net"): ["import *"],
     ("setattr_patch", "Net"): ["Unused"],
     ("config_registry", "Net"): ["Mish"],
-    ("import_locations", "Net"): ['locations=["locpkg.layers"]'],
+    ("import_locations", "Net"): ['locations=["locpkg.layers"]', '"locpkg.heads"'],
     ("guarded_member", "Net"): ["\nimport nnrag_missing_fast as", "\nfrom nnrag_missing_parrots"],
     ("optional_module", "Net"): ["\nimport nnrag_missing_triton"],
     ("guarded_reexport", "Net"): ["\nfrom nnrag_missing_six"],

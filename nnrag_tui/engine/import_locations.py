@@ -71,11 +71,10 @@ def emptied(text: str, lists: set[Names]) -> tuple[str, list[str]]:
     log: list[str] = []
     for arg, new in sorted(edits, key=lambda e: (e[0].lineno, e[0].col_offset), reverse=True):
         l1, l2 = arg.lineno - 1, (arg.end_lineno or arg.lineno) - 1
-        head = lines[l1].encode("utf-8")[:arg.col_offset]
+        span = "".join(lines[l1:l2 + 1]).encode("utf-8")  # offsets are in bytes
         tail = lines[l2].encode("utf-8")[arg.end_col_offset or 0:]
-        old = "".join(lines[l1:l2 + 1]).encode("utf-8")[
-            arg.col_offset:len("".join(lines[l1:l2 + 1]).encode("utf-8")) - len(tail)]
-        lines[l1:l2 + 1] = [(head + new.encode("utf-8") + tail).decode("utf-8")]
+        old = span[arg.col_offset:len(span) - len(tail)]
+        lines[l1:l2 + 1] = [(span[:arg.col_offset] + new.encode("utf-8") + tail).decode("utf-8")]
         log.append(f"`{' '.join(old.decode('utf-8').split())}` -> `{new}` (modules imported "
                    "by name when first used; what the block needs of them is inlined)")
     return "".join(lines), list(reversed(log))
@@ -88,7 +87,7 @@ def handed_lists(b: _ClosureBuilder) -> dict[NodeId, set[Names]]:
     out: dict[NodeId, set[Names]] = {}
     for node in b.order:
         st = b.modules[node[0]].stmts[node[1]]
-        if st.kind not in ("assign", "expr") or node[0] in b.objects:
+        if st.kind not in ("assign", "other") or node[0] in b.objects:
             continue
         lists = module_name_lists(st.node)
         name = callee(st.node) if lists else None

@@ -76,8 +76,10 @@ class SideEffects:
         self.by_name_fillers: dict[tuple[str, str], list[NodeId]] = {}
         # registry -> the statements added for filling it, by any registry rule
         self.fillers: dict[BindKey, list[NodeId]] = {}
-        # config ``type`` keys looked for already, and the registrations added for them
-        self._types_sought: set[str] = set()
+        # the config ``type`` keys and modules of the last round, the (module, key) pairs
+        # looked for already, and the registrations added for them
+        self._config_state: tuple[frozenset, frozenset] | None = None
+        self._config_searched: set[tuple[tuple[str, str], str]] = set()
         self._config_added: list[NodeId] = []
 
     def add_registry_fillers(self) -> bool:
@@ -265,7 +267,7 @@ class SideEffects:
                 registries |= {("def", n[0], name) for name in st.binds}
         if not registries:
             return False
-        sought: dict[str, NodeId] = {}
+        sought: dict[str, NodeId] = {}  # key -> the first statement naming it
         for node in sorted(self.construction_reach() | set(self._config_added)):
             ms = self.b.modules[node[0]]
             hit = self.r.type_keys.get((node[0], ms.stmts[node[1]].line))
@@ -274,11 +276,9 @@ class SideEffects:
                 hit = self.r.type_keys[(node[0], st.line)] = frozenset(
                     type_keys(st.node) if "type" in ms.stmt_text(st) else ())
             for key in hit:
-                if key not in self._types_sought:
-                    sought.setdefault(key, node)
+                sought.setdefault(key, node)
         if not sought:
             return False
-        self._types_sought |= set(sought)
         spanned = [self.index.entries[k] for k in self.b.modules if k in self.index.entries]
         # and the modules a registry imports by name when first used (engine.import_locations)
         by_name: dict[str, str] = {}  # such a module -> the statement naming it
@@ -290,21 +290,29 @@ class SideEffects:
                     spanned.append(found)
                     by_name.setdefault(
                         n, f"{entry.module}:{self.b.modules[node[0]].stmts[node[1]].line}")
+        # a round that brings neither a new key nor a new module has nothing new to find;
+        # a new module (a patch that names more locations) is searched for every key
+        state = (frozenset(sought), frozenset(e.key for e in spanned))
+        if state == self._config_state:
+            return False
+        self._config_state = state
         along = imported_along(self.index, spanned, self.r.import_edges,
                                self.r.is_external)
         added = False
         for mkey, chain in along.items():
             entry = self.index.entries[mkey]
-            if mkey in self.b.modules or self.r.is_external(entry.module) or \
+            keys = {k for k in sought if (mkey, k) not in self._config_searched}
+            self._config_searched |= {(mkey, k) for k in keys}
+            if not keys or mkey in self.b.modules or self.r.is_external(entry.module) or \
                     not self.r.mentions(entry, "register", quoted=False) or \
-                    not any(self.r.mentions(entry, key, quoted=False) for key in sought):
+                    not any(self.r.mentions(entry, key, quoted=False) for key in keys):
                 continue
             ms = self.r.module_source(entry)
             for st in ms.stmts:
                 if st.kind in ("import", "script"):
                     continue
                 for root, key in registrations(st.node):
-                    reg = self.r.binding_key(entry, ms, root) if key in sought else None
+                    reg = self.r.binding_key(entry, ms, root) if key in keys else None
                     if reg not in registries:
                         continue
                     node = self.b.add(entry, st.index)
