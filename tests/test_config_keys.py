@@ -21,6 +21,18 @@ def test_type_keys_are_the_string_types_of_dicts_only():
     assert type_keys(node) == {"Swish", "BN", "Reflect"}
 
 
+def test_a_type_set_on_a_config_already_made_is_a_key_too():
+    node = _stmt(
+        "def __init__(self, data_preprocessor=None, head=None):\n"
+        "    data_preprocessor = data_preprocessor or {}\n"
+        "    data_preprocessor.setdefault('type', 'SelfSupDataPreprocessor')\n"
+        "    head['type'] = 'LinearHead'\n"
+        "    head.update(type='ClsHead', loss='x')\n"
+        "    kwargs.setdefault('type')\n"
+        "    self.other['kind'] = 'NotAKey'\n")
+    assert type_keys(node) == {"SelfSupDataPreprocessor", "LinearHead", "ClsHead"}
+
+
 def test_a_computed_type_may_be_any_name_like_string_of_the_statement():
     node = _stmt(
         "class ViPNAS:\n"

@@ -16,9 +16,15 @@ import builtins
 from nnrag_tui.engine.parse import dotted
 
 
+def _is_type(expr: ast.expr | None) -> bool:
+    return isinstance(expr, ast.Constant) and expr.value == "type"
+
+
 def type_keys(node: ast.AST) -> set[str]:
-    """The strings given as ``type`` in a dict in ``node``: ``dict(type="Swish", ...)`` and
-    ``{"type": "Swish", ...}``. Where a ``type`` is computed (mmpose's ViPNAS_MobileNetV3 has
+    """The strings given as ``type`` in a dict in ``node``: ``dict(type="Swish", ...)``,
+    ``{"type": "Swish", ...}``, ``cfg.update(type=...)``, ``cfg.setdefault("type", ...)``
+    (mmpretrain's ``data_preprocessor.setdefault('type', 'SelfSupDataPreprocessor')``) and
+    ``cfg["type"] = ...``. Where a ``type`` is computed (mmpose's ViPNAS_MobileNetV3 has
     ``act=['HSwish', 'ReLU', ...]`` and ``dict(type=self.act[i])``), every string of ``node``
     that could name a registration may be one: a dotted name, ``'mmdet.CrossEntropyLoss'``
     included."""
@@ -26,11 +32,18 @@ def type_keys(node: ast.AST) -> set[str]:
     computed = False
     for sub in ast.walk(node):
         values: list[ast.expr] = []
-        if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Name) and sub.func.id == "dict":
+        if isinstance(sub, ast.Call) and (
+                isinstance(sub.func, ast.Name) and sub.func.id == "dict"
+                or isinstance(sub.func, ast.Attribute) and sub.func.attr == "update"):
             values = [k.value for k in sub.keywords if k.arg == "type"]
+        elif isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute) and \
+                sub.func.attr == "setdefault" and len(sub.args) == 2 and _is_type(sub.args[0]):
+            values = [sub.args[1]]
+        elif isinstance(sub, ast.Assign):
+            values = [sub.value for t in sub.targets
+                      if isinstance(t, ast.Subscript) and _is_type(t.slice)]
         elif isinstance(sub, ast.Dict):
-            values = [v for k, v in zip(sub.keys, sub.values)
-                      if isinstance(k, ast.Constant) and k.value == "type"]
+            values = [v for k, v in zip(sub.keys, sub.values) if _is_type(k)]
         for v in values:
             if isinstance(v, ast.Constant):
                 if isinstance(v.value, str):
