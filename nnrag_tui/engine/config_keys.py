@@ -13,7 +13,7 @@ from __future__ import annotations
 import ast
 import builtins
 
-from nnrag_tui.engine.parse import dotted
+from nnrag_tui.engine.parse import dotted, is_dotted_name
 
 
 def _is_type(expr: ast.expr | None) -> bool:
@@ -52,12 +52,8 @@ def type_keys(node: ast.AST) -> set[str]:
                 computed = True
     if computed:
         out |= {c.value for c in ast.walk(node) if isinstance(c, ast.Constant)
-                and isinstance(c.value, str) and _key_like(c.value)}
+                and isinstance(c.value, str) and is_dotted_name(c.value)}
     return out
-
-
-def _key_like(text: str) -> bool:
-    return all(part.isidentifier() for part in text.split("."))
 
 
 def _literal(expr: ast.expr | None) -> str | None:

@@ -20,15 +20,13 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
+from nnrag_tui.engine.parse import is_dotted_name
+
 if TYPE_CHECKING:
     from nnrag_tui.engine.closure import NodeId
     from nnrag_tui.engine.resolve import _ClosureBuilder
 
 Names = tuple[str, ...]
-
-
-def _dotted_name(text: str) -> bool:
-    return bool(text) and all(part.isidentifier() for part in text.split("."))
 
 
 def _call_of(node: ast.stmt) -> ast.Call | None:
@@ -46,7 +44,7 @@ def module_name_lists(node: ast.stmt) -> list[tuple[ast.expr, Names]]:
     for arg in [*call.args, *(k.value for k in call.keywords)]:
         if isinstance(arg, (ast.List, ast.Tuple)) and arg.elts and all(
                 isinstance(e, ast.Constant) and isinstance(e.value, str)
-                and _dotted_name(e.value) for e in arg.elts):
+                and is_dotted_name(e.value) for e in arg.elts):
             out.append((arg, tuple(e.value for e in arg.elts)))  # type: ignore[union-attr]
     return out
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from nnrag_tui.engine.flow import reads_after_own_binding
-from nnrag_tui.engine.parse import is_main_guard
+from nnrag_tui.engine.parse import is_dotted_name, is_main_guard
 from nnrag_tui.engine.patches import (
     attribute_store_roots,
     call_arguments,
@@ -254,7 +254,7 @@ def named_with_module(node: ast.stmt) -> set[str]:
         if any(isinstance(a, ast.Name) and a.id == "__name__" for a in args):
             out |= {a.value.split(".")[0] for a in args if isinstance(a, ast.Constant)
                     and isinstance(a.value, str)
-                    and all(p.isidentifier() for p in a.value.split("."))}
+                    and is_dotted_name(a.value)}
     return out
 
 

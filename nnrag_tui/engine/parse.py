@@ -170,6 +170,11 @@ def dotted(node: ast.AST) -> str | None:
     return None
 
 
+def is_dotted_name(text: str) -> bool:
+    """Whether ``text`` reads as a dotted name: ``mmdet.models``, ``CrossEntropyLoss``."""
+    return all(part.isidentifier() for part in text.split("."))
+
+
 def _unparse(node: ast.AST) -> str:
     try:
         return ast.unparse(node)
