@@ -357,6 +357,14 @@ MUST = {
         "@MODELS.register_module()\nclass Swish(nn.Module):",
         "@MODELS.register_module()\nclass Gate(nn.Module):",
         '`["locpkg.layers"]` -> `[]`', '`("locpkg.heads",)` -> `()`'],
+    # registries that name their scope after the module creating them get upstream's scope
+    # written in, and their import locations name only ``builtins``
+    ("registry_scope", "Net"): [
+        'MODELS_root = Registry("model", scope="scoperoot")\n',
+        'Registry("model", parent=MODELS_root, locations=["builtins"], scope="scopeocr")\n',
+        'Registry("model", parent=MODELS_root, locations=["builtins"], scope="scopedet")\n',
+        "@MODELS.register_module()\nclass Swish(nn.Module):",
+        "`scope=\"scopedet\"` added"],
     # a registry made at load time runs its ``__init__``, which reads ``build_from_cfg``
     # (imported inside it upstream): that definition goes above the registry
     ("call_time", "Net"): [
@@ -394,6 +402,7 @@ MUST_NOT = {
     ("setattr_patch", "Net"): ["Unused"],
     ("config_registry", "Net"): ["Mish"],
     ("import_locations", "Net"): ['locations=["locpkg.layers"]', '"locpkg.heads"'],
+    ("registry_scope", "Net"): ['"scopedet.layers"', '"scopeocr.heads"'],
     ("guarded_member", "Net"): ["\nimport nnrag_missing_fast as", "\nfrom nnrag_missing_parrots"],
     ("optional_module", "Net"): ["\nimport nnrag_missing_triton"],
     ("guarded_reexport", "Net"): ["\nfrom nnrag_missing_six"],
@@ -688,6 +697,32 @@ def load_generated(res, tmp_path: Path, modname: str):
     path = tmp_path / f"{res.block.qualname}.py"
     path.write_text(res.generated.code)
     return load_file(path, modname)
+
+
+def test_registries_under_one_root_keep_upstream_s_scopes(extracted, tmp_path):
+    """mmocr's and mmdet's ``MODELS`` both infer their scope from the module creating them:
+    in one file, both would take the file's name and clash under mmengine's root registry
+    (``AssertionError: scope ... exists``), and a key naming a scope (``'scopedet.Swish'``) would
+    not be found. In a fresh process, run by ``runpy`` (so not in ``sys.modules``) where
+    upstream's packages cannot be imported, the block builds what upstream builds, and nothing
+    imports upstream's modules."""
+    res, _, _ = extracted("registry_scope", "Net")
+    assert res.ok, res.error
+    path = tmp_path / "Net.py"
+    path.write_text(res.generated.code)
+    script = (
+        "import runpy, sys, torch\n"
+        f"ns = runpy.run_path({str(path)!r})\n"
+        "net = ns['Net']()\n"
+        "assert [type(m).__name__ for m in (net.act, net.gate, net.scale)] == "
+        "['Swish', 'Gate', 'Scale']\n"
+        "assert ns['MODELS'].scope == 'scopedet' and ns['MODELS_root'].scope == 'scoperoot'\n"
+        "net(torch.randn(2, 8))\n"
+        "assert not [m for m in sys.modules if m.startswith('scope')]\n"
+        "print('ok')\n")
+    run = subprocess.run([sys.executable, "-I", "-c", script], capture_output=True, text=True,
+                         timeout=300, check=False, cwd=tmp_path)
+    assert run.stdout.strip() == "ok", run.stderr
 
 
 def test_a_factory_object_has_what_its_decorators_registered(extracted, tmp_path):

@@ -97,6 +97,10 @@ class Closure:
     # statement -> the lists of corpus module names it hands a definition that imports them
     # by name later, made empty in the file (engine.import_locations)
     emptied_locations: dict[NodeId, set[tuple[str, ...]]] = field(default_factory=dict)
+    # statement creating a registry that infers its scope from the creating module's name ->
+    # the scope written into the call in the file, None where the call gives one
+    # (engine.registry_scope)
+    registry_scopes: dict[NodeId, str | None] = field(default_factory=dict)
 
     def stmt(self, node: NodeId) -> TopStmt:
         return self.modules[node[0]].stmts[node[1]]

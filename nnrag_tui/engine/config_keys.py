@@ -56,6 +56,14 @@ def type_keys(node: ast.AST) -> set[str]:
     return out
 
 
+def split_scope(key: str) -> tuple[str | None, str]:
+    """A key's scope and the key its registry holds, as mmengine's ``split_scope_key`` reads
+    them: ``'mmdet.CrossEntropyLoss'`` is ``CrossEntropyLoss`` in the registry whose scope is
+    ``mmdet``; a key without a dot names no scope."""
+    scope, dot, real = key.partition(".")
+    return (scope, real) if dot else (None, key)
+
+
 def _literal(expr: ast.expr | None) -> str | None:
     return expr.value if isinstance(expr, ast.Constant) and isinstance(expr.value, str) \
         else None

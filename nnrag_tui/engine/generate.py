@@ -20,6 +20,7 @@ from nnrag_tui.engine.modsource import ModuleSource
 from nnrag_tui.engine.moduleobject import is_object_key
 from nnrag_tui.engine.nesting import LazyGroup, NestedModule, nesting
 from nnrag_tui.engine.provenance import repo_path
+from nnrag_tui.engine.registry_scope import pinned as pin_scope
 from nnrag_tui.engine.rewrite import ImportEdits, indented, rewrite_statement
 from nnrag_tui.engine.spec import build_spec, find_class
 
@@ -262,12 +263,17 @@ def _statement_text(closure: Closure, node: NodeId, refs: list[tuple[str, tuple]
     unsure.update(more_unsure or {})
     entry = closure.entries[node[0]]
     home = (entry.module, entry.facts.is_package) if st.kind != "import" else None
-    emptied: list[str] = []
+    listed: list[str] = []  # the rewrites made before libcst's
     if node in closure.emptied_locations:
-        text, emptied = emptied_lists(text, closure.emptied_locations[node])
+        text, listed = emptied_lists(text, closure.emptied_locations[node],
+                                     inert=node in closure.registry_scopes)
+    scope = closure.registry_scopes.get(node)
+    if scope is not None:
+        text, pinned = pin_scope(text, scope)
+        listed += pinned
     out, log = rewrite_statement(text, renames, chains, ImportEdits(guarded, unsure, nested or {}),
                                  early, home)
-    return out, [*emptied, *log]
+    return out, [*listed, *log]
 
 
 def _module_docstring(ms: ModuleSource) -> str | None:

@@ -8,7 +8,8 @@ package registers its classes. In the generated file, what the block needs of th
 registrations is inlined already (engine.side_effects), and ``mmdet.models`` is upstream's
 package: importing it needs mmdet installed, which a standalone file must not, and where it
 is installed it loads upstream's whole package beside the file. So the list becomes empty
-(``locations=[]``), a rewrite the header lists.
+(``locations=[]``), a rewrite the header lists; a registry that would then import another of
+upstream's modules instead names only ``builtins`` (engine.registry_scope).
 
 Which lists these are is read from the AST (a list or tuple of strings, each a dotted name, as
 an argument of a module-level call); the resolver keeps only those whose every name is a
@@ -29,7 +30,8 @@ if TYPE_CHECKING:
 Names = tuple[str, ...]
 
 
-def _call_of(node: ast.stmt) -> ast.Call | None:
+def call_of(node: ast.stmt) -> ast.Call | None:
+    """The call a module-level statement makes: ``X = f(...)``, ``X: T = f(...)``, ``f(...)``."""
     value = node.value if isinstance(node, (ast.Assign, ast.AnnAssign, ast.Expr)) else None
     return value if isinstance(value, ast.Call) else None
 
@@ -37,7 +39,7 @@ def _call_of(node: ast.stmt) -> ast.Call | None:
 def module_name_lists(node: ast.stmt) -> list[tuple[ast.expr, Names]]:
     """(the list, its strings) of each argument of a module-level call (``X = f(...)`` or
     ``f(...)``) that is a non-empty list or tuple of strings shaped like module names."""
-    call = _call_of(node)
+    call = call_of(node)
     if call is None:
         return []
     out: list[tuple[ast.expr, Names]] = []
@@ -51,13 +53,21 @@ def module_name_lists(node: ast.stmt) -> list[tuple[ast.expr, Names]]:
 
 def callee(node: ast.stmt) -> str | None:
     """The name a module-level call calls, where it is a plain name (``Registry``)."""
-    call = _call_of(node)
+    call = call_of(node)
     return call.func.id if call is not None and isinstance(call.func, ast.Name) else None
 
 
-def emptied(text: str, lists: set[Names]) -> tuple[str, list[str]]:
+def quoted(value: str, lines: list[str], like: ast.expr) -> str:
+    """``value`` as a string literal in the quotes of the literal ``like`` (in ``lines``)."""
+    quote = lines[like.lineno - 1].encode("utf-8")[like.col_offset:like.col_offset + 1]
+    return f'"{value}"' if quote == b'"' else repr(value)
+
+
+def emptied(text: str, lists: set[Names], inert: bool = False) -> tuple[str, list[str]]:
     """``text``, one module-level statement starting at column 0, with each argument list
-    naming exactly one of ``lists`` made empty; and one line per rewrite, for the header."""
+    naming exactly one of ``lists`` made empty, or, ``inert``, naming only ``builtins`` (a
+    registry that would import something else when given none, engine.registry_scope); and
+    one line per rewrite, for the header."""
     tree = ast.parse(text)
     if not tree.body:
         return text, []
@@ -65,16 +75,21 @@ def emptied(text: str, lists: set[Names]) -> tuple[str, list[str]]:
     edits: list[tuple[ast.expr, str]] = []
     for arg, names in module_name_lists(tree.body[0]):
         if names in lists:
-            edits.append((arg, "[]" if isinstance(arg, ast.List) else "()"))
+            new = quoted("builtins", lines, arg.elts[0]) if inert else ""
+            edits.append((arg, f"[{new}]" if isinstance(arg, ast.List) else
+                           f"({new},)" if new else "()"))
     log: list[str] = []
+    why = "modules imported by name when first used; what the block needs of them is inlined"
+    if inert:
+        why += ("; `builtins`, always loaded, keeps the registry from importing upstream's "
+                "modules in their place")
     for arg, new in sorted(edits, key=lambda e: (e[0].lineno, e[0].col_offset), reverse=True):
         l1, l2 = arg.lineno - 1, (arg.end_lineno or arg.lineno) - 1
         span = "".join(lines[l1:l2 + 1]).encode("utf-8")  # offsets are in bytes
         tail = lines[l2].encode("utf-8")[arg.end_col_offset or 0:]
         old = span[arg.col_offset:len(span) - len(tail)]
         lines[l1:l2 + 1] = [(span[:arg.col_offset] + new.encode("utf-8") + tail).decode("utf-8")]
-        log.append(f"`{' '.join(old.decode('utf-8').split())}` -> `{new}` (modules imported "
-                   "by name when first used; what the block needs of them is inlined)")
+        log.append(f"`{' '.join(old.decode('utf-8').split())}` -> `{new}` ({why})")
     return "".join(lines), list(reversed(log))
 
 
@@ -103,12 +118,16 @@ def handed_lists(b: _ClosureBuilder) -> dict[NodeId, set[Names]]:
     return out
 
 
-def location_notes(b: _ClosureBuilder, lists: dict[NodeId, set[Names]]) -> list[str]:
-    """What the header says of each statement whose lists are emptied."""
+def location_notes(b: _ClosureBuilder, lists: dict[NodeId, set[Names]],
+                   inert: set[NodeId] | frozenset = frozenset()) -> list[str]:
+    """What the header says of each statement whose lists are emptied (or, ``inert``, name
+    only ``builtins``)."""
     out = []
     for node, names in lists.items():
         what = ", ".join(repr(n) for group in sorted(names) for n in group)
+        here = ("names only builtins here, as the file inlines" if node in inert else
+                "is empty here, as the file inlines")
         out.append(f"{b.entries[node[0]].module}:{b.modules[node[0]].stmts[node[1]].line} names "
-                   f"modules ({what}) that upstream imports by name when first used; the list is "
-                   "empty here, as the file inlines what the block needs of them")
+                   f"modules ({what}) that upstream imports by name when first used; the list "
+                   f"{here} what the block needs of them")
     return out

@@ -38,6 +38,7 @@ from nnrag_tui.engine.errors import ResolutionError
 from nnrag_tui.engine.facts import Block, ImportRecord
 from nnrag_tui.engine.flow import definitely_bound
 from nnrag_tui.engine.import_locations import handed_lists, location_notes
+from nnrag_tui.engine.registry_scope import scope_registries
 from nnrag_tui.engine.imported_along import Edges, RunOrder
 from nnrag_tui.engine.modsource import (
     ModuleSource,
@@ -486,7 +487,8 @@ class _ClosureBuilder:
                 break
         gone = self.bind_local_module_imports()
         emptied = handed_lists(self)
-        for note in location_notes(self, emptied):
+        scopes = scope_registries(self)
+        for note in location_notes(self, emptied, set(scopes)):
             if note not in self.notes:
                 self.notes.append(note)
         out_names = self.allocate_names()
@@ -517,7 +519,7 @@ class _ClosureBuilder:
         return Closure(self.block, nodes, self.modules, self.entries, self.deps,
                        self.externals, out_names, self.refs, self.chains, self.guarded,
                        self.unresolved, self.notes, sorted(future), self.early_refs,
-                       self.module_files, self.unsure, emptied)
+                       self.module_files, self.unsure, emptied, scopes)
 
     def note_lazy_annotations(self, nodes: list[NodeId], future: list[str]) -> None:
         """One file has one ``from __future__ import annotations``: definitions from modules

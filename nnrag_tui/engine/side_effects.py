@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from nnrag_tui.engine.bindings import ModuleEntry
 from nnrag_tui.engine.closure import BindKey, Dependency, NodeId
-from nnrag_tui.engine.config_keys import registrations, type_keys
+from nnrag_tui.engine.config_keys import registrations, split_scope, type_keys
 from nnrag_tui.engine.import_locations import handed_lists
 from nnrag_tui.engine.imported_along import imported_along
 from nnrag_tui.engine.modsource import (
@@ -303,17 +303,27 @@ class SideEffects:
             entry = self.index.entries[mkey]
             keys = {k for k in sought if (mkey, k) not in self._config_searched}
             self._config_searched |= {(mkey, k) for k in keys}
+            held: dict[str, dict[str | None, str]] = {}  # held key -> its scope -> the key
+            for k in keys:
+                scope, real = split_scope(k)
+                held.setdefault(real, {})[scope] = k
             if not keys or mkey in self.b.modules or self.r.is_external(entry.module) or \
                     not self.r.mentions(entry, "register", quoted=False) or \
-                    not any(self.r.mentions(entry, key, quoted=False) for key in keys):
+                    not any(self.r.mentions(entry, real, quoted=False) for real in held):
                 continue
             ms = self.r.module_source(entry)
             for st in ms.stmts:
                 if st.kind in ("import", "script"):
                     continue
-                for root, key in registrations(st.node):
-                    reg = self.r.binding_key(entry, ms, root) if key in keys else None
+                for root, real in registrations(st.node):
+                    reg = self.r.binding_key(entry, ms, root) if real in held else None
                     if reg not in registries:
+                        continue
+                    # ``'mmdet.CrossEntropyLoss'`` only from a registry whose scope is mmdet
+                    # (engine.registry_scope: the top package of the module creating it)
+                    scopes = held[real]
+                    key = scopes.get(None) or scopes.get(reg[1][1].split(".")[0])
+                    if key is None:
                         continue
                     node = self.b.add(entry, st.index)
                     added = True
