@@ -364,7 +364,12 @@ MUST = {
         'Registry("model", parent=MODELS_root, locations=["builtins"], scope="scopeocr")\n',
         'Registry("model", parent=MODELS_root, locations=["builtins"], scope="scopedet")\n',
         "@MODELS.register_module()\nclass Swish(nn.Module):",
-        "`scope=\"scopedet\"` added"],
+        "`scope=\"scopedet\"` added",
+        # a key naming a scope whose registry nothing imports: upstream imports it by name
+        'Registry("model", parent=MODELS_root, locations=["builtins"], scope="scopecls")\n',
+        "class Shrink(nn.Hardshrink):",
+        # built by the base's ``__init__`` through a method the block overrides
+        "class Tail(nn.Softsign):"],
     # a registry made at load time runs its ``__init__``, which reads ``build_from_cfg``
     # (imported inside it upstream): that definition goes above the registry
     ("call_time", "Net"): [
@@ -402,7 +407,7 @@ MUST_NOT = {
     ("setattr_patch", "Net"): ["Unused"],
     ("config_registry", "Net"): ["Mish"],
     ("import_locations", "Net"): ['locations=["locpkg.layers"]', '"locpkg.heads"'],
-    ("registry_scope", "Net"): ['"scopedet.layers"', '"scopeocr.heads"'],
+    ("registry_scope", "Net"): ['"scopedet.layers"', '"scopeocr.heads"', "TRANSFORMS"],
     ("guarded_member", "Net"): ["\nimport nnrag_missing_fast as", "\nfrom nnrag_missing_parrots"],
     ("optional_module", "Net"): ["\nimport nnrag_missing_triton"],
     ("guarded_reexport", "Net"): ["\nfrom nnrag_missing_six"],
@@ -703,7 +708,8 @@ def test_registries_under_one_root_keep_upstream_s_scopes(extracted, tmp_path):
     """mmocr's and mmdet's ``MODELS`` both infer their scope from the module creating them:
     in one file, both would take the file's name and clash under mmengine's root registry
     (``AssertionError: scope ... exists``), and a key naming a scope (``'scopedet.Swish'``) would
-    not be found. In a fresh process, run by ``runpy`` (so not in ``sys.modules``) where
+    not be found, nor one naming a scope whose registry upstream imports by name
+    (``'scopecls.Shrink'``). In a fresh process, run by ``runpy`` (so not in ``sys.modules``) where
     upstream's packages cannot be imported, the block builds what upstream builds, and nothing
     imports upstream's modules."""
     res, _, _ = extracted("registry_scope", "Net")
@@ -714,8 +720,8 @@ def test_registries_under_one_root_keep_upstream_s_scopes(extracted, tmp_path):
         "import runpy, sys, torch\n"
         f"ns = runpy.run_path({str(path)!r})\n"
         "net = ns['Net']()\n"
-        "assert [type(m).__name__ for m in (net.act, net.gate, net.scale)] == "
-        "['Swish', 'Gate', 'Scale']\n"
+        "assert [type(m).__name__ for m in (net.act, net.gate, net.scale, net.shrink, "
+        "net.head.body)] == ['Swish', 'Gate', 'Scale', 'Shrink', 'Tail']\n"
         "assert ns['MODELS'].scope == 'scopedet' and ns['MODELS_root'].scope == 'scoperoot'\n"
         "net(torch.randn(2, 8))\n"
         "assert not [m for m in sys.modules if m.startswith('scope')]\n"

@@ -60,8 +60,8 @@ def test_the_scope_goes_after_the_last_argument_and_the_rest_stays_byte_for_byte
             ")\n")
     out, log = pinned(text, "mmdet")
     assert out == text.replace('["mmdet.models"],', '["mmdet.models"], scope="mmdet",')
-    assert log == ["`scope=\"mmdet\"` added (the scope upstream's registry takes from its "
-                   "module's name)"]
+    assert log == [("`scope=\"mmdet\"` added (the scope upstream's registry takes from its "
+                    "module's name)")]
     assert pinned("ROOT = Registry()\n", "mmengine")[0] == "ROOT = Registry(scope='mmengine')\n"
 
 

@@ -7,8 +7,10 @@ module of the folder only if what *reads* it runs then (ml-cvnets' ``build_activ
 called in ``__init__``), not if a class method for loading checkpoints reads it (fairseq's
 ``MODEL_REGISTRY``). This module gives, for a statement, the names that run then: for a class
 its bases and class-level statements, and the methods ``CONSTRUCTION`` names plus every method
-they reach through ``self.x`` / ``cls.x``; for any other statement all it reads. Decorators
-are left out: they ran when the module loaded.
+they reach through ``self.x`` / ``cls.x``, and the methods of the names that those of any other
+class reached call through ``self.x`` (a base's ``__init__`` calling a method its subclass
+overrides); for any other statement all it reads. Decorators are left out: they ran when the
+module loaded.
 Local names count too, which only over-approximates: a name is followed only where it resolved
 to a module-level definition.
 """
@@ -43,11 +45,19 @@ def _undecorated(node: ast.stmt) -> set[str]:
     return out
 
 
-def run_names(node: ast.stmt) -> set[str]:
+def what_runs(node: ast.stmt, called: frozenset[str] = frozenset()) -> tuple[set[str], set[str]]:
     """The names a statement reads in what runs when the block is built and called (see the
-    module docstring)."""
+    module docstring); and, for a class, the ``self.x`` / ``cls.x`` names read in its methods
+    that run, as a subclass's methods of those names run too (mmengine's
+    ``BaseBackbone.__init__`` calls ``self.build_stage_layer()``, which mmyolo's backbones
+    define). ``called``: such names, which code elsewhere calls
+    (engine.side_effects.construction_reach)."""
+    return _run(node, called)
+
+
+def _run(node: ast.stmt, called: frozenset[str]) -> tuple[set[str], set[str]]:
     if not isinstance(node, ast.ClassDef):
-        return _undecorated(node)
+        return _undecorated(node), set()
     out: set[str] = set()
     for part in [*node.bases, *node.keywords]:
         out |= _names(part)
@@ -57,8 +67,9 @@ def run_names(node: ast.stmt) -> set[str]:
             methods.setdefault(st.name, []).append(st)
         else:
             out |= _names(st)
-    todo = [m for m in methods if m in CONSTRUCTION]
+    todo = [m for m in methods if m in CONSTRUCTION or m in called]
     seen: set[str] = set()
+    attrs: set[str] = set()
     while todo:
         name = todo.pop()
         if name in seen:
@@ -66,8 +77,10 @@ def run_names(node: ast.stmt) -> set[str]:
         seen.add(name)
         for fn in methods.get(name, ()):
             out |= _undecorated(fn)
-            todo.extend(a for a in _self_attrs(fn) if a in methods and a not in seen)
-    return out
+            reads = _self_attrs(fn)
+            attrs |= reads
+            todo.extend(a for a in reads if a in methods and a not in seen)
+    return out, attrs
 
 
 # what runs while a ``class`` statement executes, beyond its body: its metaclass's methods that

@@ -33,7 +33,7 @@ from nnrag_tui.engine.modsource import (
 from nnrag_tui.engine.moduleobject import is_object_key
 from nnrag_tui.engine.parse import dotted
 from nnrag_tui.engine.patches import mutated_parameters, reads_beyond_decorator_methods
-from nnrag_tui.engine.reach import run_names
+from nnrag_tui.engine.reach import what_runs
 from nnrag_tui.engine.torchops import op_reads
 
 if TYPE_CHECKING:
@@ -279,6 +279,8 @@ class SideEffects:
                 sought.setdefault(key, node)
         if not sought:
             return False
+        if self._scope_registries(sought, registries):
+            return True  # the next round searches what the new registries name
         spanned = [self.index.entries[k] for k in self.b.modules if k in self.index.entries]
         # and the modules a registry imports by name when first used (engine.import_locations)
         by_name: dict[str, str] = {}  # such a module -> the statement naming it
@@ -342,6 +344,46 @@ class SideEffects:
                             f"{runs}; kept here")
                     if note not in self.b.notes:
                         self.b.notes.append(note)
+        return added
+
+    def _scope_registries(self, sought: dict[str, NodeId], registries: set[BindKey]) -> bool:
+        """A key naming a scope that no registry of the closure has (mmdet3d's heads build
+        ``dict(type='mmdet.CrossEntropyLoss')`` through mmdet3d's ``MODELS``): mmengine's
+        ``Registry.get`` imports ``<scope>.registry`` by name, whose registries join the tree
+        under their parents, and looks the key up in the child of that scope. So the
+        statements of that module that create a registry whose ``parent=`` is one of the
+        closure's come along. Returns whether any did."""
+        have = {key[1][1].split(".")[0] for key in registries}
+        added = False
+        for key in sorted(sought):
+            scope = split_scope(key)[0]
+            if scope is None or scope in have:
+                continue
+            have.add(scope)
+            entry = self.index.find_module(f"{scope}.registry", None)
+            if entry is None or self.r.is_external(entry.module):
+                continue
+            ms = self.r.module_source(entry)
+            for st in ms.stmts:
+                value = getattr(st.node, "value", None)
+                parent = next((k.value for k in getattr(value, "keywords", ())
+                               if k.arg == "parent"), None)
+                if st.kind != "assign" or not isinstance(parent, ast.Name) or \
+                        self.r.binding_key(entry, ms, parent.id) not in registries or \
+                        (entry.key, st.index) in self.b.seen:
+                    continue
+                node = self.b.add(entry, st.index)
+                added = True
+                user = sought[key]
+                self.b.deps.append(Dependency(
+                    user, key, "definition", f"{entry.module}:{st.line}", "registry", 0.8,
+                    False, (node,), f"the registry of scope {scope!r}, which mmengine imports "
+                    f"by name ({entry.module}) to look {key!r} up"))
+                note = (f"{key!r} (a config's type) names the scope {scope!r}: its registries "
+                        f"({entry.facts.relpath}, imported by name when the key is looked up) "
+                        "are kept here")
+                if note not in self.b.notes:
+                    self.b.notes.append(note)
         return added
 
     def _registers(self, key: BindKey | None) -> bool:
@@ -422,17 +464,26 @@ class SideEffects:
             if d.kind == "definition" and d.nodes:
                 edges.setdefault(d.user, {}).setdefault(d.name, []).extend(d.nodes)
         top = self.b.block.qualname.split(".")[0]
-        todo = [(self.b.entry.key, i) for i in self.b.binders(self.b.entry, top)]
-        reached: set[NodeId] = set()
-        while todo:
-            node = todo.pop()
-            if node in reached or node[0] in self.b.objects:
-                continue
-            reached.add(node)
-            out = edges.get(node, {})
-            for name in run_names(self.b.modules[node[0]].stmts[node[1]].node) & out.keys():
-                todo.extend(out[name])
-        return reached
+        starts = [(self.b.entry.key, i) for i in self.b.binders(self.b.entry, top)]
+        # method names some reached class calls through ``self.x``: run in every reached
+        # class that defines them (a base's ``__init__`` calling its subclass's override)
+        called: frozenset[str] = frozenset()
+        while True:
+            todo, reached, calls = list(starts), set(), set()
+            while todo:
+                node = todo.pop()
+                if node in reached or node[0] in self.b.objects:
+                    continue
+                reached.add(node)
+                st = self.b.modules[node[0]].stmts[node[1]].node
+                out = edges.get(node, {})
+                names, attrs = what_runs(st, called)
+                for name in names & out.keys():
+                    todo.extend(out[name])
+                calls |= attrs
+            if calls <= called:
+                return reached
+            called = called | calls
 
     def span_imports_by_name(self, modules: list[tuple[str, str]]) -> None:
         """Modules that ``modules`` import by computed name while they execute
