@@ -407,7 +407,7 @@ MUST_NOT = {
     ("setattr_patch", "Net"): ["Unused"],
     ("config_registry", "Net"): ["Mish"],
     ("import_locations", "Net"): ['locations=["locpkg.layers"]', '"locpkg.heads"'],
-    ("registry_scope", "Net"): ['"scopedet.layers"', '"scopeocr.heads"', "TRANSFORMS"],
+    ("registry_scope", "Net"): ['"scopedet.layers"', '"scopeocr.heads"', "OPTIMIZERS"],
     ("guarded_member", "Net"): ["\nimport nnrag_missing_fast as", "\nfrom nnrag_missing_parrots"],
     ("optional_module", "Net"): ["\nimport nnrag_missing_triton"],
     ("guarded_reexport", "Net"): ["\nfrom nnrag_missing_six"],

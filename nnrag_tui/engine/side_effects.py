@@ -347,19 +347,21 @@ class SideEffects:
         return added
 
     def _scope_registries(self, sought: dict[str, NodeId], registries: set[BindKey]) -> bool:
-        """A key naming a scope that no registry of the closure has (mmdet3d's heads build
-        ``dict(type='mmdet.CrossEntropyLoss')`` through mmdet3d's ``MODELS``): mmengine's
-        ``Registry.get`` imports ``<scope>.registry`` by name, whose registries join the tree
-        under their parents, and looks the key up in the child of that scope. So the
-        statements of that module that create a registry whose ``parent=`` is one of the
-        closure's come along. Returns whether any did."""
-        have = {key[1][1].split(".")[0] for key in registries}
+        """A key naming a scope (mmdet3d's heads build ``dict(type='mmdet.CrossEntropyLoss')``
+        through mmdet3d's ``MODELS``): mmengine's ``Registry.get`` imports ``<scope>.registry``
+        by name, whose registries join the tree under their parents, and looks the key up in
+        the child of that scope under its own root. Which registry looks it up is not known
+        here (a closure may hold mmdet's ``TASK_UTILS`` and not its ``MODELS``), so every
+        statement of that module that creates a registry whose ``parent=`` is one of the
+        closure's comes along, as upstream's import makes them all. Returns whether any
+        did."""
         added = False
+        done: set[str] = set()
         for key in sorted(sought):
             scope = split_scope(key)[0]
-            if scope is None or scope in have:
+            if scope is None or scope in done:
                 continue
-            have.add(scope)
+            done.add(scope)
             entry = self.index.find_module(f"{scope}.registry", None)
             if entry is None or self.r.is_external(entry.module):
                 continue
