@@ -38,7 +38,6 @@ from nnrag_tui.engine.errors import ResolutionError
 from nnrag_tui.engine.facts import Block, ImportRecord
 from nnrag_tui.engine.flow import definitely_bound
 from nnrag_tui.engine.import_locations import handed_lists, location_notes
-from nnrag_tui.engine.registry_scope import scope_registries
 from nnrag_tui.engine.imported_along import Edges, RunOrder
 from nnrag_tui.engine.modsource import (
     ModuleSource,
@@ -56,6 +55,7 @@ from nnrag_tui.engine.moduleobject import (
     unsure_members,
 )
 from nnrag_tui.engine.parse import resolve_relative
+from nnrag_tui.engine.registry_scope import scope_registries
 from nnrag_tui.engine.side_effects import SideEffects
 from nnrag_tui.engine.torchops import MAY_REGISTER, registered_ops
 
