@@ -52,10 +52,6 @@ def what_runs(node: ast.stmt, called: frozenset[str] = frozenset()) -> tuple[set
     ``BaseBackbone.__init__`` calls ``self.build_stage_layer()``, which mmyolo's backbones
     define). ``called``: such names, which code elsewhere calls
     (engine.side_effects.construction_reach)."""
-    return _run(node, called)
-
-
-def _run(node: ast.stmt, called: frozenset[str]) -> tuple[set[str], set[str]]:
     if not isinstance(node, ast.ClassDef):
         return _undecorated(node), set()
     out: set[str] = set()

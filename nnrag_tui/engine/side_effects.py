@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from nnrag_tui.engine.bindings import ModuleEntry
 from nnrag_tui.engine.closure import BindKey, Dependency, NodeId
 from nnrag_tui.engine.config_keys import registrations, split_scope, type_keys
-from nnrag_tui.engine.import_locations import handed_lists
+from nnrag_tui.engine.import_locations import call_of, handed_lists
 from nnrag_tui.engine.imported_along import imported_along
 from nnrag_tui.engine.modsource import (
     ModuleSource,
@@ -367,10 +367,10 @@ class SideEffects:
                 continue
             ms = self.r.module_source(entry)
             for st in ms.stmts:
-                value = getattr(st.node, "value", None)
-                parent = next((k.value for k in getattr(value, "keywords", ())
-                               if k.arg == "parent"), None)
-                if st.kind != "assign" or not isinstance(parent, ast.Name) or \
+                call = call_of(st.node) if st.kind == "assign" else None
+                parent = next((k.value for k in call.keywords if k.arg == "parent"),
+                              None) if call is not None else None
+                if not isinstance(parent, ast.Name) or \
                         self.r.binding_key(entry, ms, parent.id) not in registries or \
                         (entry.key, st.index) in self.b.seen:
                     continue
