@@ -172,6 +172,20 @@ def test_nonexistent_path_source_is_a_clear_error(capsys, tmp_path, cache):
     assert row["name"] == "ghost" and "path does not exist" in row["error"]
 
 
+def test_sources_says_which_source_is_external(capsys, tmp_path, cache):
+    cfg = write_config(tmp_path / "c.json", {
+        "zoo": {"path": str(fixture("discovery") / "zoo"), "external": True}})
+    code, out, _ = nnrag(capsys, "sources", "--config", str(cfg), "--cache-dir", cache)
+    assert code == 0 and out.rstrip().endswith("(external: other blocks import it)")
+    code, out, _ = nnrag(capsys, "sources", "--config", str(cfg), "--cache-dir", cache, "--json")
+    assert [r["external"] for r in json.loads(out)] == [True]
+    bad = write_config(tmp_path / "bad.json", {
+        "zoo": {"path": str(fixture("discovery") / "zoo"), "external": "yes"}})
+    code, _, err = nnrag(capsys, "sources", "--config", str(bad), "--cache-dir", cache)
+    assert code == 2 and "field 'external' must be true or false" in err
+    assert "Traceback" not in err
+
+
 def test_one_bad_source_does_not_stop_the_others(capsys, tmp_path, cache):
     cfg = write_config(tmp_path / "c.json", {
         "ghost": {"path": str(tmp_path / "missing")},

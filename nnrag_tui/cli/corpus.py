@@ -84,9 +84,12 @@ def cmd_sources(args) -> int:
     with extractor(args) as ex:
         rows = ex.sources()
         configured = [s.name for s in ex.config.sources]
+        external = ex.config.external_sources
     known = {r["name"] for r in rows}
     rows += [{"name": n, "files": 0, "blocks": 0, "error": "not indexed yet"}
              for n in configured if n not in known]
+    for r in rows:
+        r["external"] = r["name"] in external
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
@@ -94,5 +97,6 @@ def cmd_sources(args) -> int:
         state = r.get("error") or f"{r['files']} files, {r['blocks']} blocks"
         commit = f" @ {r['commit'][:12]}" if r.get("commit") else ""
         under = f" (modules from {r['import_root']}/)" if r.get("import_root") else ""
-        print(named(r["name"], state) + commit + under)
+        ext = " (external: other blocks import it)" if r["external"] else ""
+        print(named(r["name"], state) + commit + under + ext)
     return 0

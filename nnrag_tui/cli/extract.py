@@ -150,7 +150,8 @@ class _Run:
 
             g = res.generated
             future = self.pool.submit(g.code, g.name, g.spec, filename=f"{g.name}.py",
-                                      deny=standalone_denylist(res.block.module),
+                                      deny=standalone_denylist(res.block.module,
+                                                               g.imported_packages),
                                       call_sites=lambda: self.extractor.call_sites(res),
                                       files=g.files())
         self.pending.append((res, future))

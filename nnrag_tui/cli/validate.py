@@ -91,7 +91,7 @@ def _validate(args, sandbox) -> int:
             return EXIT_ERROR
         gen = res.generated
         if not args.allow_source_imports:
-            sandbox.deny_imports = standalone_denylist(res.block.module)
+            sandbox.deny_imports = standalone_denylist(res.block.module, gen.imported_packages)
         # the corpus's own constructor calls, looked up only if guessed arguments fail
         return _run(args, sandbox, gen.code, args.cls or gen.name, gen.spec, f"{gen.name}.py",
                     {"block": res.block.key, "repo": res.block.source},

@@ -101,6 +101,8 @@ class Closure:
     # the scope written into the call in the file, None where the call gives one
     # (engine.registry_scope)
     registry_scopes: dict[NodeId, str | None] = field(default_factory=dict)
+    # the packages imported, never inlined: torch and the sources marked external
+    imported_packages: frozenset[str] = ALWAYS_EXTERNAL
 
     def stmt(self, node: NodeId) -> TopStmt:
         return self.modules[node[0]].stmts[node[1]]

@@ -40,6 +40,7 @@ SOURCE_KEYS = {
     "exclude",
     "symbols",
     "enabled",
+    "external",
 }
 TOP_KEYS = {"repositories", "fetch", "exclude", "symbols", "description"}
 FETCH_KEYS = {"code_only", "max_file_mb", "lfs"}
@@ -87,6 +88,10 @@ class SourceConfig:
     include: tuple[str, ...] = ("**/*.py",)
     exclude: tuple[str, ...] = DEFAULT_EXCLUDE
     symbols: SymbolPatterns = field(default_factory=SymbolPatterns)
+    # indexed and browsable, but other blocks import its packages instead of inlining their
+    # definitions, as every block imports torch (a framework the users of the blocks install:
+    # mmengine under OpenMMLab's repositories)
+    external: bool = False
 
     def wants(self, relpath: str) -> bool:
         """Whether a file under one of ``paths`` (path relative to the import root,
@@ -101,6 +106,11 @@ class CorpusConfig:
     sources: tuple[SourceConfig, ...]
     fetch: FetchPolicy = field(default_factory=FetchPolicy)
     origin: str = "<built-in default>"
+
+    @property
+    def external_sources(self) -> frozenset[str]:
+        """The names of the sources marked ``"external": true``."""
+        return frozenset(s.name for s in self.sources if s.external)
 
     def source(self, name: str) -> SourceConfig:
         for s in self.sources:
@@ -213,6 +223,9 @@ def _parse_source(
         raise ConfigError(f"{where}: field 'enabled' must be true or false")
     if not enabled:
         return None
+    external = spec.get("external", False)
+    if not isinstance(external, bool):
+        raise ConfigError(f"{where}: field 'external' must be true or false")
     kinds = [k for k in SOURCE_KINDS if k in spec]
     if len(kinds) != 1:
         raise ConfigError(
@@ -274,6 +287,7 @@ def _parse_source(
         include=include,
         exclude=exclude + global_exclude,
         symbols=symbols,
+        external=external,
     )
 
 

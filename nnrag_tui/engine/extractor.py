@@ -141,8 +141,17 @@ class BlockExtractor:
             self.warm_index_once()
             index = ModuleIndex(self.store.load_modules())
             roots = {k: v["root"] for k, v in self.store.source_roots().items()}
-            self._resolver = Resolver(index, roots)
+            self._resolver = Resolver(index, roots, self.external_packages(index))
         return self._resolver
+
+    def external_packages(self, index) -> frozenset[str]:
+        """The packages every block imports instead of inlining: torch, and the top-level
+        packages of the sources marked ``"external": true`` (``index``: a ModuleIndex)."""
+        from nnrag_tui.engine.closure import ALWAYS_EXTERNAL
+
+        marked = self.config.external_sources
+        return ALWAYS_EXTERNAL | {e.facts.module.split(".")[0]
+                                  for e in index.entries.values() if e.source in marked}
 
     def extract_single_block(self, name: str, out_dir: str | Path | None = None,
                              names: OutputNames | None = None) -> Extraction:

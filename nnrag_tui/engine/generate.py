@@ -14,7 +14,7 @@ import sys
 from dataclasses import dataclass, field
 
 from nnrag_tui import __version__
-from nnrag_tui.engine.closure import UNUSED, Closure, ExternalImport, NodeId
+from nnrag_tui.engine.closure import ALWAYS_EXTERNAL, UNUSED, Closure, ExternalImport, NodeId
 from nnrag_tui.engine.import_locations import emptied as emptied_lists
 from nnrag_tui.engine.modsource import ModuleSource
 from nnrag_tui.engine.moduleobject import is_object_key
@@ -55,6 +55,9 @@ class GeneratedBlock:
     # upstream files the code finds beside its module (``__file__``): (path on disk, path
     # from the generated file's folder), see ``files``
     module_files: list[tuple[str, str]] = field(default_factory=list)
+    # the packages the file may import although the corpus has them: torch, and the sources
+    # the configuration marks external (engine.validate.standalone_denylist)
+    imported_packages: frozenset[str] = ALWAYS_EXTERNAL
 
     @property
     def lines(self) -> int:
@@ -123,7 +126,7 @@ def generate(closure: Closure, sources: dict[str, dict]) -> GeneratedBlock:
     return GeneratedBlock(exported, block.key, code, spec, definitions,
                           [e.text() for e in closure.externals.values()],
                           list(closure.unresolved), list(closure.notes),
-                          list(closure.module_files))
+                          list(closure.module_files), closure.imported_packages)
 
 
 def _statement_texts(closure: Closure, nests: dict[NodeId, list[NestedModule]],

@@ -104,8 +104,9 @@ def handed_lists(b: _ClosureBuilder) -> dict[NodeId, set[Names]]:
             continue
         lists = module_name_lists(st.node)
         name = callee(st.node) if lists else None
-        key = b.refs.get((node, name)) if name else None
-        if key is None or key[0] != "def" or key[1] not in b.index.entries:
+        # the definition called, inlined or imported from a package marked external
+        key = b.corpus_def(b.refs.get((node, name))) if name else None
+        if key is None or key[1] not in b.index.entries:
             continue
         owner = b.index.entries[key[1]]
         if not (b.r.mentions(owner, "import_module", quoted=False)

@@ -108,3 +108,48 @@ def pinned(text: str, scope: str) -> tuple[str, list[str]]:
     lines[row] = (data[:at] + insert.encode("utf-8") + data[at:]).decode("utf-8")
     log = f"`{arg}` added (the scope upstream's registry takes from its module's name)"
     return "".join(lines), [log]
+
+
+def shared_tree_clashes(b: _ClosureBuilder) -> list[str]:
+    """Where the registry class is imported (mmengine marked external), the file's registries
+    join the installed registry tree, under the scope mmengine infers from the file's own
+    package: two of them under one parent take the same scope, and the second one's import
+    fails (``AssertionError: scope ... exists in model registry``; mmyolo's ``MODELS`` and
+    mmdet's). No scope is written for them: upstream's (``'mmdet'``) would clash with the
+    installed package's own registries and with every other such file. The header says so,
+    one line per parent."""
+    by_parent: dict[tuple, list[NodeId]] = {}
+    for node in b.order:
+        st = b.modules[node[0]].stmts[node[1]]
+        if st.kind not in ("assign", "other") or node[0] in b.objects:
+            continue
+        name = callee(st.node)
+        ref = b.refs.get((node, name)) if name else None
+        key = b.corpus_def(ref) if ref is not None and ref[0] == "ext" else None
+        call = call_of(st.node)
+        if key is None or call is None or key[1] not in b.index.entries or \
+                not b.r.mentions(b.index.entries[key[1]], _INFER, quoted=False):
+            continue
+        parent = next((k.value for k in call.keywords if k.arg == "parent"), None)
+        shared = b.refs.get((node, parent.id)) if isinstance(parent, ast.Name) else None
+        if shared is None or shared[0] != "ext":
+            continue
+        ms = b.r.module_source(b.index.entries[key[1]])
+        for i in ms.binders.get(key[2], ()):
+            cls = ms.stmts[i].node
+            position = scope_position(cls) if isinstance(cls, ast.ClassDef) else None
+            if position is not None and leaves_scope_out(call, position):
+                by_parent.setdefault(shared, []).append(node)
+                break
+    notes = []
+    for shared, nodes in sorted(by_parent.items()):
+        if len(nodes) < 2:
+            continue
+        where = ", ".join(f"{b.entries[n[0]].module}:{b.modules[n[0]].stmts[n[1]].line}"
+                          for n in nodes)
+        notes.append(f"{where} create registries under the installed `{shared[1]}`, each "
+                     "taking its scope from the module creating it: here all take this file's "
+                     "package, and importing the file fails (`AssertionError: scope ... "
+                     "exists`); the registry class is external in the configuration, leave "
+                     "its package inlined for this block")
+    return notes

@@ -55,7 +55,7 @@ from nnrag_tui.engine.moduleobject import (
     unsure_members,
 )
 from nnrag_tui.engine.parse import resolve_relative
-from nnrag_tui.engine.registry_scope import scope_registries
+from nnrag_tui.engine.registry_scope import scope_registries, shared_tree_clashes
 from nnrag_tui.engine.side_effects import SideEffects
 from nnrag_tui.engine.torchops import MAY_REGISTER, registered_ops
 
@@ -97,8 +97,16 @@ class Resolver:
         return hit
 
     def is_external(self, module: str) -> bool:
-        """torch is always imported, also when its own source is the corpus."""
+        """torch is always imported, also when its own source is the corpus, and so are the
+        packages of a source the configuration marks external."""
         return module.split(".", 1)[0] in self.external_packages
+
+    def why_imported(self, module: str) -> str:
+        """Why a corpus definition of ``module`` is imported rather than inlined."""
+        top = module.split(".", 1)[0]
+        if top in ALWAYS_EXTERNAL:
+            return f"{top} is always imported, never inlined"
+        return f"{top} is external in the configuration: imported, never inlined"
 
     def on_disk(self, module: str) -> bool:
         """Whether a source's tree has the module ``module`` (a file, or a package directory),
@@ -260,6 +268,8 @@ class _ClosureBuilder:
         self.demanded: set[tuple[NodeId, str]] = set()
         self.pending: dict[tuple[NodeId, str], list[ImportRecord]] = {}
         self.externals: dict[str, ExternalImport] = {}
+        # a corpus definition of an external package -> its import (external_def)
+        self.external_defs: dict[BindKey, ExternalImport] = {}
         self.bind_order: list[BindKey] = []
         self.unresolved: list[tuple[str, str]] = []
         self.notes: list[str] = []
@@ -412,6 +422,18 @@ class _ClosureBuilder:
             key = node[0]
         return added
 
+    def corpus_def(self, ref: BindKey | None) -> BindKey | None:
+        """The corpus definition a reference binds: the reference itself for a definition
+        the file inlines, the definition behind the import for one of a package the file
+        imports (``external_def``: mmengine's ``Registry`` where mmengine is external)."""
+        if ref is None or ref[0] == "def":
+            return ref
+        if ref[0] == "ext":
+            for key, imp in self.external_defs.items():
+                if imp.identity == ref[1]:
+                    return key
+        return None
+
     def _bind(self, key: BindKey) -> None:
         if key not in self.bind_order:
             self.bind_order.append(key)
@@ -488,7 +510,7 @@ class _ClosureBuilder:
         gone = self.bind_local_module_imports()
         emptied = handed_lists(self)
         scopes = scope_registries(self)
-        for note in location_notes(self, emptied, set(scopes)):
+        for note in location_notes(self, emptied, set(scopes)) + shared_tree_clashes(self):
             if note not in self.notes:
                 self.notes.append(note)
         out_names = self.allocate_names()
@@ -505,6 +527,7 @@ class _ClosureBuilder:
         self.note_lazy_annotations(nodes, future)
         self.note_unindexed_imports()
         self.note_assumed_externals(nodes)
+        self.note_configured_externals()
         self.note_made_at_run_time()
         self.note_deferred_modules(nodes)
         self.note_module_files(nodes)
@@ -519,7 +542,8 @@ class _ClosureBuilder:
         return Closure(self.block, nodes, self.modules, self.entries, self.deps,
                        self.externals, out_names, self.refs, self.chains, self.guarded,
                        self.unresolved, self.notes, sorted(future), self.early_refs,
-                       self.module_files, self.unsure, emptied, scopes)
+                       self.module_files, self.unsure, emptied, scopes,
+                       self.r.external_packages)
 
     def note_lazy_annotations(self, nodes: list[NodeId], future: list[str]) -> None:
         """One file has one ``from __future__ import annotations``: definitions from modules
@@ -636,6 +660,16 @@ class _ClosureBuilder:
         for note, names in sorted(by_note.items()):
             self.notes.append(f"{', '.join(f'`{n}`' for n in sorted(names))}: no corpus module "
                               f"binds {'them' if len(names) > 1 else 'it'}, {note}")
+
+    def note_configured_externals(self) -> None:
+        """The packages the file imports because the configuration marks their source
+        external: the file needs them installed, which the header says."""
+        tops = sorted({imp.module.split(".")[0] for imp in self.externals.values()}
+                      & (self.r.external_packages - ALWAYS_EXTERNAL))
+        if tops:
+            self.notes.append(f"{', '.join(tops)}: external in the configuration, imported "
+                              "and never inlined; the file needs "
+                              f"{'them' if len(tops) > 1 else 'it'} installed")
 
     def note_made_at_run_time(self) -> None:
         """Names a module makes only by storing into its namespace: a guess, which the header
@@ -845,8 +879,13 @@ class _ClosureBuilder:
         plain import is needed beneath them. Both bind one name in the generated file."""
         t = self.index.follow_import(entry, rec)
         if t.kind == "def" and t.entry is not None and self.r.is_external(t.entry.module):
-            t = Target("external", f"{t.entry.module}.{t.name}", how=t.how)
-        elif t.kind == "module" and self.r.is_external(t.name):
+            imp = self.external_def(entry, name, t, rec)
+            self.shared[key] = ("ext", imp.identity)
+            for n in nodes:
+                self.deps.append(Dependency(n, name, "external", imp.text(), t.how,
+                                            t.confidence, True))
+            return
+        if t.kind == "module" and self.r.is_external(t.name):
             t = Target("external", t.name, how="import")
         if t.kind == "external":
             imp = self.external_import(entry, name, t)
@@ -869,9 +908,12 @@ class _ClosureBuilder:
             # sympy import *``)
             return
         if t.kind == "def" and t.entry is not None and self.r.is_external(t.entry.module):
-            t = Target("external", f"{t.entry.module}.{t.name}", how=t.how,
-                       confidence=t.confidence, note="torch is always imported, never inlined")
-        if t.kind == "def" and t.entry is not None:
+            imp = self.external_def(entry, name, t)
+            self.refs[(node, name)] = ("ext", imp.identity)
+            self.deps.append(Dependency(node, name, "external", imp.text(), t.how,
+                                        t.confidence, load, (),
+                                        self.r.why_imported(t.entry.module)))
+        elif t.kind == "def" and t.entry is not None:
             own = self.binders(entry, t.name) if t.entry.key == entry.key else []
             nodes = self.add_binders(t.entry, t.name, self.own_global_binders(
                 self.ms(entry), st, t.name, own) if own else None)
@@ -1073,6 +1115,27 @@ class _ClosureBuilder:
                         self.index.find_module(rec.target, None) is None:
                     self.deferred_unindexed.add(rec.target)  # said once, in the header
 
+    def external_def(self, entry: ModuleEntry, name: str, t: Target,
+                     rec: ImportRecord | None = None) -> ExternalImport:
+        """A corpus definition of a package that is imported, never inlined (torch, a source
+        marked external): the import as the using module writes it when it imports the name
+        from that package (``from mmengine.registry import Registry``, not the module
+        defining it), else from the defining module. One import per definition: the first
+        form met binds it for every user."""
+        key: BindKey = ("def", t.entry.key, t.name)
+        imp = self.external_defs.get(key)
+        if imp is None:
+            if rec is None:
+                rec = next(iter(entry.imports.get(name, ())), None)
+            if rec is not None and rec.name is not None and rec.target and \
+                    self.r.is_external(rec.target):
+                imp = ExternalImport(rec.target, rec.name, rec.asname)
+            else:
+                imp = ExternalImport(t.entry.module, t.name, None if t.name == name else name)
+            imp = self.external_defs[key] = self.add_external(imp)
+        self._bind(("ext", imp.identity))
+        return imp
+
     def external_import(self, entry: ModuleEntry, name: str, t: Target) -> ExternalImport:
         recs = entry.imports.get(name)
         imp: ExternalImport | None = None
@@ -1086,6 +1149,12 @@ class _ClosureBuilder:
             mod, _, last = t.name.rpartition(".")
             imp = ExternalImport(mod, last, None if last == name else name) if mod else \
                 ExternalImport(t.name, None, None)
+        imp = self.add_external(imp)
+        self._bind(("ext", imp.identity))
+        return imp
+
+    def add_external(self, imp: ExternalImport) -> ExternalImport:
+        """Records an external import; the first of one identity binds it."""
         prev = self.externals.get(imp.identity)
         if prev is None:
             self.externals[imp.identity] = imp
@@ -1093,7 +1162,6 @@ class _ClosureBuilder:
                 imp.asname is None and prev.asname is None:
             # ``import torch`` and ``import torch.nn`` both bind torch: keep both lines
             self.externals[f"{imp.module}#"] = imp
-        self._bind(("ext", imp.identity))
         return imp
 
     def note_ambiguity(self, entry: ModuleEntry, t: Target) -> None:

@@ -263,9 +263,12 @@ class SideEffects:
             # that registers (timm's ``to_2tuple = _ntuple(2)`` is none)
             if st.kind == "assign" and isinstance(value, ast.Call) and \
                     isinstance(value.func, ast.Name) and \
-                    self._registers(self.b.refs.get((n, value.func.id))):
+                    self._registers(self.b.corpus_def(self.b.refs.get((n, value.func.id)))):
                 registries |= {("def", n[0], name) for name in st.binds}
-        if not registries:
+        # registries of a package the file imports (a source marked external): what the
+        # corpus registers into them is not run here, which the header says
+        external = {k for k in self.b.external_defs if self._registry_object(k)}
+        if not registries and not external:
             return False
         sought: dict[str, NodeId] = {}  # key -> the first statement naming it
         for node in sorted(self.construction_reach() | set(self._config_added)):
@@ -309,23 +312,30 @@ class SideEffects:
             for k in keys:
                 scope, real = split_scope(k)
                 held.setdefault(real, {})[scope] = k
-            if not keys or mkey in self.b.modules or self.r.is_external(entry.module) or \
+            in_closure = mkey in self.b.modules
+            if not keys or (in_closure and not external) or \
+                    self.r.is_external(entry.module) or \
                     not self.r.mentions(entry, "register", quoted=False) or \
                     not any(self.r.mentions(entry, real, quoted=False) for real in held):
                 continue
             ms = self.r.module_source(entry)
             for st in ms.stmts:
-                if st.kind in ("import", "script"):
+                if st.kind in ("import", "script") or (mkey, st.index) in self.b.seen:
                     continue
                 for root, real in registrations(st.node):
                     reg = self.r.binding_key(entry, ms, root) if real in held else None
-                    if reg not in registries:
+                    if reg not in registries and reg not in external:
                         continue
                     # ``'mmdet.CrossEntropyLoss'`` only from a registry whose scope is mmdet
                     # (engine.registry_scope: the top package of the module creating it)
                     scopes = held[real]
                     key = scopes.get(None) or scopes.get(reg[1][1].split(".")[0])
                     if key is None:
+                        continue
+                    if reg in external:
+                        self._note_external_registration(entry, st, key, reg)
+                        continue
+                    if in_closure:
                         continue
                     node = self.b.add(entry, st.index)
                     added = True
@@ -387,6 +397,37 @@ class SideEffects:
                 if note not in self.b.notes:
                     self.b.notes.append(note)
         return added
+
+    def _registry_object(self, key: BindKey) -> bool:
+        """Whether the corpus binding ``key`` is an instance of a registry class
+        (``MODELS = Registry('model')`` in mmengine/registry/root.py)."""
+        entry = self.index.entries.get(key[1])
+        if entry is None or not self.r.mentions(entry, "Registry", quoted=False):
+            return False
+        ms = self.r.module_source(entry)
+        for i in ms.binders.get(key[2], ()):
+            st = ms.stmts[i]
+            value = getattr(st.node, "value", None)
+            if st.kind == "assign" and isinstance(value, ast.Call) and \
+                    isinstance(value.func, ast.Name) and \
+                    self._registers(self.r.binding_key(entry, ms, value.func.id)):
+                return True
+        return False
+
+    def _note_external_registration(self, entry: ModuleEntry, st: TopStmt, key: str,
+                                    reg: BindKey) -> None:
+        """A statement upstream's import runs that registers a key the block builds into a
+        registry of a package the file imports: the statement cannot come along (it would
+        register into the one installed registry again, once per file), so the header says
+        what to mark external."""
+        owner = reg[1][1].split(".")[0]
+        mine = entry.module.split(".")[0]
+        note = (f"{key!r} (a config's type) is registered into {owner}'s `{reg[2]}` by "
+                f"{entry.facts.relpath}:{st.line}, which upstream's import runs; {owner} is "
+                f"external in the configuration, so that registration is not in this file "
+                f"and building {key!r} fails: mark {mine} external too, or {owner} not")
+        if note not in self.b.notes:
+            self.b.notes.append(note)
 
     def _registers(self, key: BindKey | None) -> bool:
         """Whether ``key`` is a corpus class whose body, or its module, defines a method

@@ -299,12 +299,14 @@ class SourceCheck:
     code_object: Any = None  # the compiled module, for the sandbox child to execute
 
 
-def standalone_denylist(module: str) -> tuple[str, ...]:
+def standalone_denylist(module: str, imported: frozenset[str] = frozenset({"torch"})
+                        ) -> tuple[str, ...]:
     """The packages a block's file may not import when it is validated: the top package of
-    the module it came from, so that "validated" means standalone (torch's own blocks are
-    the exception: torch is the one package every block may import)."""
+    the module it came from, so that "validated" means standalone. ``imported``: the packages
+    every block imports instead of inlining (``GeneratedBlock.imported_packages``: torch, and
+    the sources the configuration marks external), whose own blocks are the exception."""
     top = module.split(".")[0]
-    return () if top == "torch" else (top,)
+    return () if top in imported else (top,)
 
 
 def source_stages(code: str, filename: str = "block.py", upto: str = "static", *,

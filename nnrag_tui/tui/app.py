@@ -550,7 +550,8 @@ class NnragApp(App[int]):
                 g.code, g.name, g.spec, block=job.block,
                 on_stage=lambda v: self.post_message(ValidationStage(job, v)),
                 on_note=lambda t: self.post_message(ValidationNote(job, t)),
-                call_sites=lambda: self._call_sites(view.extraction), files=g.files())
+                call_sites=lambda: self._call_sites(view.extraction), files=g.files(),
+                imported=g.imported_packages)
         except NnragError as exc:
             self.post_message(ValidationFinished(job, error=str(exc), view=view))
             return

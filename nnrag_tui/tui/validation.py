@@ -30,7 +30,9 @@ class Validation(Protocol):
 
     def validate(self, code: str, name: str, spec: dict | None, *, block: Block,
                  on_stage: StageFn, on_note: NoteFn,
-                 call_sites: Callable[[], list[dict]] | None = None) -> Any: ...
+                 call_sites: Callable[[], list[dict]] | None = None,
+                 files: dict[str, bytes] | None = None,
+                 imported: frozenset[str] = frozenset({"torch"})) -> Any: ...
 
     def close(self) -> None: ...
 
@@ -45,11 +47,13 @@ class SandboxValidation:
     def validate(self, code: str, name: str, spec: dict | None, *, block: Block,
                  on_stage: StageFn, on_note: NoteFn,
                  call_sites: Callable[[], list[dict]] | None = None,
-                 files: dict[str, bytes] | None = None) -> Any:
+                 files: dict[str, bytes] | None = None,
+                 imported: frozenset[str] = frozenset({"torch"})) -> Any:
         """Raises ``NnragError`` (``SandboxError``) when the sandbox cannot start.
         ``call_sites``: the corpus's constructor calls, asked for only when guessed
         arguments cannot build the block (``BlockExtractor.call_sites``); ``files``: what
-        goes beside the block file (``GeneratedBlock.files``)."""
+        goes beside the block file (``GeneratedBlock.files``); ``imported``: the packages
+        the file imports by configuration (``GeneratedBlock.imported_packages``)."""
         from nnrag_tui.engine.validate import STAGES, Validator, standalone_denylist
 
         filename = f"{name}.py"
@@ -62,7 +66,8 @@ class SandboxValidation:
         if broken or STAGES.index(self.deepest) <= STAGES.index("static"):
             return quick
         sandbox = self._get_sandbox(on_note)
-        sandbox.deny_imports = standalone_denylist(block.module)  # as `nnrag validate NAME`
+        # as `nnrag validate NAME`
+        sandbox.deny_imports = standalone_denylist(block.module, imported)
         report = Validator(sandbox, deepest=self.deepest).validate(
             code, name, spec, filename=filename, call_sites=call_sites, files=files)
         for verdict in report.stages:
