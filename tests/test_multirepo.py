@@ -227,3 +227,65 @@ def test_a_registration_another_repository_runs_as_upstream_imports_comes_along(
     exec(compile(code, "<Neck>", "exec"), ns)  # noqa: S102  (the generated file)
     x = torch.randn(3)
     assert torch.allclose(ns["Neck"]()(x), x * torch.sigmoid(x))
+
+
+# mmdet 2.x's builder: one registry under several names, a loss registered through an alias
+ALIASED = {
+    "det/__init__.py": "",
+    "det/models/__init__.py": "from .builder import LOSSES, build_loss\nfrom .losses import *\n"
+                              "from .heads import *\n",
+    "det/models/builder.py": '''
+        from brk.registry import Registry
+
+        MODELS = Registry()
+        HEADS = MODELS
+        LOSSES = MODELS
+
+
+        def build_loss(cfg):
+            return LOSSES.build(cfg)
+        ''',
+    "det/models/losses/__init__.py": "from .l1 import L1Loss\n",
+    "det/models/losses/l1.py": '''
+        import torch.nn as nn
+
+        from ..builder import LOSSES
+
+
+        @LOSSES.register_module()
+        class L1Loss(nn.L1Loss):
+            pass
+        ''',
+    "det/models/heads/__init__.py": "from .head import Head\n",
+    "det/models/heads/head.py": '''
+        import torch.nn as nn
+
+        from ..builder import HEADS, build_loss
+
+
+        @HEADS.register_module()
+        class Head(nn.Module):
+            def __init__(self, loss=dict(type="L1Loss")):
+                super().__init__()
+                self.loss = build_loss(loss)
+
+            def forward(self, x, y):
+                return self.loss(x, y)
+        ''',
+}
+
+
+def test_a_registration_through_another_name_of_the_registry_comes_along(tmp_path):
+    torch = pytest.importorskip("torch")
+    cfg = {"bricks": {"path": str(_write(tmp_path / "bricks", BRICKS)), "priority": 2},
+           "det": {"path": str(_write(tmp_path / "det", ALIASED)), "priority": 1}}
+    with BlockExtractor(parse_config(cfg), cache_dir=tmp_path / "cache",
+                        data_dir=tmp_path / "data") as ex:
+        ex.index()
+        res = ex.extract_single_block("det.models.heads.head:Head")
+    code = res.generated.code
+    assert "@LOSSES.register_module()\nclass L1Loss(nn.L1Loss):" in code
+    assert "\nLOSSES = MODELS\n" in code
+    ns: dict = {"__name__": "head_file"}
+    exec(compile(code, "<Head>", "exec"), ns)  # noqa: S102  (the generated file)
+    assert ns["Head"]()(torch.zeros(2), torch.ones(2)).item() == 1.0

@@ -323,7 +323,8 @@ class SideEffects:
                 if st.kind in ("import", "script") or (mkey, st.index) in self.b.seen:
                     continue
                 for root, real in registrations(st.node):
-                    reg = self.r.binding_key(entry, ms, root) if real in held else None
+                    reg = self._unaliased(self.r.binding_key(entry, ms, root)) \
+                        if real in held else None
                     if reg not in registries and reg not in external:
                         continue
                     # ``'mmdet.CrossEntropyLoss'`` only from a registry whose scope is mmdet
@@ -397,6 +398,24 @@ class SideEffects:
                 if note not in self.b.notes:
                     self.b.notes.append(note)
         return added
+
+    def _unaliased(self, key: BindKey | None) -> BindKey | None:
+        """The registry a name bound to another registry names: mmdet 2.x's builder has
+        ``MODELS = Registry('models', ...)`` and then ``LOSSES = MODELS``, and a loss
+        registers through ``@LOSSES.register_module()``."""
+        seen: set[BindKey] = set()
+        while key is not None and key[0] == "def" and key not in seen and \
+                key[1] in self.index.entries:
+            seen.add(key)
+            entry = self.index.entries[key[1]]
+            ms = self.r.module_source(entry)
+            binders = ms.binders.get(key[2], ())
+            value = getattr(ms.stmts[binders[0]].node, "value", None) \
+                if len(binders) == 1 and ms.stmts[binders[0]].kind == "assign" else None
+            if not isinstance(value, ast.Name):
+                break
+            key = self.r.binding_key(entry, ms, value.id) or key
+        return key
 
     def _registry_object(self, key: BindKey) -> bool:
         """Whether the corpus binding ``key`` is an instance of a registry class
