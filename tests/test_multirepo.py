@@ -289,3 +289,67 @@ def test_a_registration_through_another_name_of_the_registry_comes_along(tmp_pat
     ns: dict = {"__name__": "head_file"}
     exec(compile(code, "<Head>", "exec"), ns)  # noqa: S102  (the generated file)
     assert ns["Head"]()(torch.zeros(2), torch.ones(2)).item() == 1.0
+
+
+# mmaction 0.x's TimeSformer: the layer sequence it builds (a registration found in the first
+# round) builds its attention through a second registry, which only then enters the closure;
+# the attention's registration, looked at before, is found again
+LATE = {
+    "late/__init__.py": "from . import attn, seq\n",
+    "late/regs.py": "from brk.registry import Registry\n\nMODELS = Registry()\nATTN = Registry()\n",
+    "late/seq.py": '''
+        import torch.nn as nn
+
+        from .regs import ATTN, MODELS
+
+
+        @MODELS.register_module()
+        class Seq(nn.Module):
+            def __init__(self, attn=dict(type="Double")):
+                super().__init__()
+                self.attn = ATTN.build(attn)
+
+            def forward(self, x):
+                return self.attn(x)
+        ''',
+    "late/attn.py": '''
+        import torch.nn as nn
+
+        from .regs import ATTN
+
+
+        @ATTN.register_module()
+        class Double(nn.Module):
+            def forward(self, x):
+                return x * 2
+        ''',
+    "late/net.py": '''
+        import torch.nn as nn
+
+        from late.regs import MODELS
+
+
+        class Net(nn.Module):
+            def __init__(self, cfg=dict(type="Seq", attn=dict(type="Double"))):
+                super().__init__()
+                self.body = MODELS.build(cfg)
+
+            def forward(self, x):
+                return self.body(x)
+        ''',
+}
+
+
+def test_a_registry_reached_late_still_finds_its_registrations(tmp_path):
+    torch = pytest.importorskip("torch")
+    cfg = {"bricks": {"path": str(_write(tmp_path / "bricks", BRICKS)), "priority": 2},
+           "late": {"path": str(_write(tmp_path / "late", LATE)), "priority": 1}}
+    with BlockExtractor(parse_config(cfg), cache_dir=tmp_path / "cache",
+                        data_dir=tmp_path / "data") as ex:
+        ex.index()
+        res = ex.extract_single_block("late.net:Net")
+    code = res.generated.code
+    assert "@ATTN.register_module()\nclass Double(nn.Module):" in code
+    ns: dict = {"__name__": "net_file"}
+    exec(compile(code, "<Net>", "exec"), ns)  # noqa: S102  (the generated file)
+    assert ns["Net"]()(torch.ones(2)).tolist() == [2.0, 2.0]

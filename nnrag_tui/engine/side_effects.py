@@ -76,9 +76,9 @@ class SideEffects:
         self.by_name_fillers: dict[tuple[str, str], list[NodeId]] = {}
         # registry -> the statements added for filling it, by any registry rule
         self.fillers: dict[BindKey, list[NodeId]] = {}
-        # the config ``type`` keys and modules of the last round, the (module, key) pairs
-        # looked for already, and the registrations added for them
-        self._config_state: tuple[frozenset, frozenset] | None = None
+        # the config ``type`` keys, modules and registries of the last round, the (module,
+        # key) pairs looked for already under those registries, and the registrations added
+        self._config_state: tuple[frozenset, frozenset, frozenset] | None = None
         self._config_searched: set[tuple[tuple[str, str], str]] = set()
         self._config_added: list[NodeId] = []
 
@@ -295,11 +295,16 @@ class SideEffects:
                     spanned.append(found)
                     by_name.setdefault(
                         n, f"{entry.module}:{self.b.modules[node[0]].stmts[node[1]].line}")
-        # a round that brings neither a new key nor a new module has nothing new to find;
-        # a new module (a patch that names more locations) is searched for every key
-        state = (frozenset(sought), frozenset(e.key for e in spanned))
+        # a round that brings neither a new key nor a new module nor a new registry has
+        # nothing new to find; a new module (a patch that names more locations) is searched
+        # for every key, and a new registry (mmcv's ``ATTENTION``, reached after mmaction's
+        # attention module was searched for its key) has every module searched again
+        regs = frozenset(registries | external)
+        state = (frozenset(sought), frozenset(e.key for e in spanned), regs)
         if state == self._config_state:
             return False
+        if self._config_state is not None and regs != self._config_state[2]:
+            self._config_searched.clear()
         self._config_state = state
         along = imported_along(self.index, spanned, self.r.import_edges,
                                self.r.is_external)
