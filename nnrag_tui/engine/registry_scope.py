@@ -61,29 +61,37 @@ def leaves_scope_out(call: ast.Call, position: int) -> bool:
     return position < 0 or len(call.args) <= position
 
 
-def scope_registries(b: _ClosureBuilder) -> dict[NodeId, str | None]:
-    """The module-level statements of the closure that create a registry which infers its
-    scope, each with the scope to write into the call: its module's top-level package, as
-    upstream infers it, or None where the call gives one."""
-    out: dict[NodeId, str | None] = {}
+def _inferring_calls(b: _ClosureBuilder):
+    """The module-level statements of the closure that call a registry class which infers
+    its scope, inlined or imported (a source marked external): (statement, call, the
+    closure's reference to the class, whether the call leaves the scope out)."""
     for node in b.order:
         st = b.modules[node[0]].stmts[node[1]]
         if st.kind not in ("assign", "other") or node[0] in b.objects:
             continue
         name = callee(st.node)
-        key = b.refs.get((node, name)) if name else None
-        if key is None or key[0] != "def" or key[1] not in b.modules or \
-                not b.r.mentions(b.entries[key[1]], _INFER, quoted=False):
-            continue
-        ms = b.modules[key[1]]
+        ref = b.refs.get((node, name)) if name else None
+        key = b.corpus_def(ref)
         call = call_of(st.node)
+        if key is None or call is None or key[1] not in b.index.entries or \
+                not b.r.mentions(b.index.entries[key[1]], _INFER, quoted=False):
+            continue
+        ms = b.modules.get(key[1]) or b.r.module_source(b.index.entries[key[1]])
         for i in ms.binders.get(key[2], ()):
             cls = ms.stmts[i].node
             position = scope_position(cls) if isinstance(cls, ast.ClassDef) else None
-            if position is not None and call is not None:
-                out[node] = b.entries[node[0]].module.split(".")[0] \
-                    if leaves_scope_out(call, position) else None
-    return out
+            if position is not None:
+                yield node, call, ref, leaves_scope_out(call, position)
+                break
+
+
+def scope_registries(b: _ClosureBuilder) -> dict[NodeId, str | None]:
+    """The module-level statements of the closure that create a registry which infers its
+    scope, each with the scope to write into the call: its module's top-level package, as
+    upstream infers it, or None where the call gives one. Only where the file inlines the
+    registry class (see ``shared_tree_clashes`` for an imported one)."""
+    return {node: b.entries[node[0]].module.split(".")[0] if leaves else None
+            for node, _, ref, leaves in _inferring_calls(b) if ref[0] == "def"}
 
 
 def pinned(text: str, scope: str) -> tuple[str, list[str]]:
@@ -119,28 +127,11 @@ def shared_tree_clashes(b: _ClosureBuilder) -> list[str]:
     installed package's own registries and with every other such file. The header says so,
     one line per parent."""
     by_parent: dict[tuple, list[NodeId]] = {}
-    for node in b.order:
-        st = b.modules[node[0]].stmts[node[1]]
-        if st.kind not in ("assign", "other") or node[0] in b.objects:
-            continue
-        name = callee(st.node)
-        ref = b.refs.get((node, name)) if name else None
-        key = b.corpus_def(ref) if ref is not None and ref[0] == "ext" else None
-        call = call_of(st.node)
-        if key is None or call is None or key[1] not in b.index.entries or \
-                not b.r.mentions(b.index.entries[key[1]], _INFER, quoted=False):
-            continue
+    for node, call, ref, leaves in _inferring_calls(b):
         parent = next((k.value for k in call.keywords if k.arg == "parent"), None)
         shared = b.refs.get((node, parent.id)) if isinstance(parent, ast.Name) else None
-        if shared is None or shared[0] != "ext":
-            continue
-        ms = b.r.module_source(b.index.entries[key[1]])
-        for i in ms.binders.get(key[2], ()):
-            cls = ms.stmts[i].node
-            position = scope_position(cls) if isinstance(cls, ast.ClassDef) else None
-            if position is not None and leaves_scope_out(call, position):
-                by_parent.setdefault(shared, []).append(node)
-                break
+        if ref[0] == "ext" and leaves and shared is not None and shared[0] == "ext":
+            by_parent.setdefault(shared, []).append(node)
     notes = []
     for shared, nodes in sorted(by_parent.items()):
         if len(nodes) < 2:
