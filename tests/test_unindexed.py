@@ -100,6 +100,43 @@ def test_a_compiled_module_of_the_package_is_named_as_such(tmp_path):
             "(upstream was written against another version)") in code
 
 
+def test_a_name_from_a_folder_without_init_is_not_called_outside_the_paths(tmp_path):
+    """zetascale's ``zeta/ops`` has ``__Init__.py`` and no ``__init__.py``: a namespace
+    package, so ``from zeta.ops import Decoder`` fails upstream too on a file system where
+    case matters. The header said zeta.ops lay outside the indexed paths, which were the
+    whole package."""
+    root = write_tree(tmp_path / "src", {
+        "pkgn/__init__.py": "",
+        "pkgn/ops/__Init__.py": "from pkgn.ops.core import Decoder\n",
+        "pkgn/ops/core.py": "class Decoder:\n    pass\n",
+        "pkgn/ops/absmax.py": "def absmax(x):\n    return x.abs().max()\n",
+        "pkgn/plain/scale.py": "def scale(x):\n    return x * 2\n",
+        "pkgn/models.py": (
+            "import torch.nn as nn\n"
+            "import pkgn.plain\n"
+            "from pkgn.ops import Decoder\n"
+            "from pkgn.ops import absmax\n"
+            "from pkgn.plain import Missing\n\n\n"
+            "class Net(nn.Module):\n"
+            "    def forward(self, x):\n"
+            "        return Decoder, Missing, pkgn.plain, absmax.absmax(x)\n"),
+    })
+    ex = BlockExtractor(path_config({"pkgn": root}), cache_dir=tmp_path / "cache",
+                        data_dir=tmp_path / "data")
+    ex.index()
+    code = ex.extract_single_block("Net").generated.code
+    assert "from pkgn.ops import Decoder\n" in code
+    assert "def absmax(x):" in code  # the submodule is there, and inlined
+    assert ("# note: imports `Decoder` from pkgn.ops, a folder without `__init__.py` (a "
+            "namespace package, which binds only its submodules); its `__Init__.py` is "
+            "`__init__.py` only on a file system that ignores case: upstream's import fails "
+            "the same way where case matters, kept as written") in code
+    assert ("# note: imports `Missing` from pkgn.plain, a folder without `__init__.py` (a "
+            "namespace package, which binds only its submodules): upstream's import fails "
+            "the same way, kept as written") in code
+    assert "outside the indexed paths" not in code
+
+
 def test_a_module_its_package_puts_into_sys_modules_is_not_from_another_version(tmp_path):
     """flash-linear-attention's ``fla/modules/__init__.py`` aliases ``fla.modules.layernorm``
     to ``fla.modules.norm.layernorm`` through ``sys.modules`` as it runs, and its own

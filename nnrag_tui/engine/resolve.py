@@ -115,6 +115,20 @@ class Resolver:
         return any(os.path.isfile(f"{root}/{rel}.py") or os.path.isdir(f"{root}/{rel}")
                    for root in self.roots.values() if root)
 
+    def namespace_package(self, module: str) -> tuple[str, ...] | None:
+        """The files of a folder with indexed modules but no ``__init__.py`` (a namespace
+        package, which binds nothing but its submodules), or None for any other module: a
+        name imported from it is not there, upstream either. zetascale's ``zeta/ops`` has
+        ``__Init__.py``, an ``__init__.py`` only on a file system that ignores case."""
+        if module not in self.index.packages:
+            return None
+        rel = module.replace(".", "/")
+        folders = [f"{root}/{rel}" for root in self.roots.values()
+                   if root and os.path.isdir(f"{root}/{rel}")]
+        if not folders or any(os.path.isfile(f"{f}/__init__.py") for f in folders):
+            return None
+        return tuple(sorted(n for f in folders for n in os.listdir(f)))
+
     def compiled_on_disk(self, module: str) -> bool:
         """Whether a source's tree has ``module`` only as a compiled extension (compressai's
         ``_CXX.cpython-311-x86_64-linux-gnu.so`` in its wheel) or a stub of one: no Python
@@ -703,6 +717,23 @@ class _ClosureBuilder:
         compiled = [m for m in found if not self.r.on_disk(m) and self.r.compiled_on_disk(m)]
         missing = [m for m in found if not self.r.on_disk(m) and m not in compiled]
         mods = [m for m in found if m not in missing and m not in compiled]
+        for m in list(mods):
+            files = self.r.namespace_package(m)
+            if files is None:
+                continue
+            mods.remove(m)  # ``import zeta.ops`` works, and there is nothing to inline
+            names = sorted({imp.name for imp in self.externals.values()
+                            if imp.module == m and imp.name is not None})
+            if not names:
+                continue
+            cased = [f for f in files if f.lower() == "__init__.py"]
+            where = (f"; its `{cased[0]}` is `__init__.py` only on a file system that ignores "
+                     "case" if cased else "")
+            self.notes.append(
+                f"imports {', '.join(f'`{n}`' for n in names)} from {m}, a folder without "
+                f"`__init__.py` (a namespace package, which binds only its submodules){where}: "
+                f"upstream's import fails the same way{' where case matters' if cased else ''}, "
+                "kept as written")
         if mods:
             tops = _packages(mods)
             self.notes.append(
