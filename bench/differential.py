@@ -63,12 +63,39 @@ class _AnyMeta(type):
         return f"<stand-in {cls.__qualname__}>"
 
     def __call__(cls, *args, **kwargs):
-        raise RuntimeError(f"{cls.__qualname__} is a stand-in for a package that cannot be "
-                           "imported here")
+        """An inert instance, so that a module can import that makes one as it loads
+        (zetascale's ``def gif_to_tensor(path, transform=T.ToTensor())``); any use of it
+        raises, as a call of the stand-in did."""
+        return _Inert(cls.__qualname__)
 
 
 def _placeholder(name: str) -> type:
     return _AnyMeta(name, (), {"__qualname__": name})
+
+
+class _Inert:
+    """What calling a stand-in gives: every use but keeping it raises."""
+
+    __slots__ = ("_name",)
+
+    def __init__(self, name: str) -> None:
+        object.__setattr__(self, "_name", name)
+
+    def _refuse(self, *args, **kwargs):
+        raise RuntimeError(f"{object.__getattribute__(self, '_name')} is a stand-in for a "
+                           "package that cannot be imported here")
+
+    def __getattr__(self, name):
+        self._refuse()
+
+    def __repr__(self) -> str:
+        return f"<stand-in {object.__getattribute__(self, '_name')}()>"
+
+    __call__ = __setattr__ = __bool__ = __len__ = __iter__ = __getitem__ = __setitem__ = _refuse
+    __contains__ = __eq__ = __lt__ = __le__ = __gt__ = __ge__ = __hash__ = _refuse
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __matmul__ = _refuse
+    __rmatmul__ = __truediv__ = __rtruediv__ = __neg__ = __float__ = __int__ = _refuse
+    __index__ = __enter__ = __exit__ = _refuse
 
 
 class _StubModule(types.ModuleType):

@@ -116,6 +116,46 @@ def test_an_upstream_that_is_a_stand_in_is_not_comparable(tmp_path):
     assert "stand-in" in r["reason"], r
 
 
+# zetascale's utils module makes a torchvision transform as it loads, and its package imports
+# every module: a stand-in that refused to be called left none of its 410 blocks comparable
+MAKES_A_STAND_IN = '''\
+import torch
+from torch import nn
+import pkgv.transforms as T
+
+DEFAULT = T.ToTensor()
+
+
+class Plain(nn.Module):
+    def __init__(self, width: int = 8):
+        super().__init__()
+        self.fc = nn.Linear(width, width)
+
+    def forward(self, x):
+        return self.fc(x)
+
+
+class Uses(nn.Module):
+    def __init__(self, width: int = 8):
+        super().__init__()
+        self.fc = nn.Linear(width, width)
+
+    def forward(self, x):
+        return DEFAULT(self.fc(x))
+'''
+
+
+def test_an_instance_of_a_stand_in_made_at_import_leaves_other_blocks_comparable(tmp_path):
+    r = compare(tmp_path / "plain", MAKES_A_STAND_IN, MAKES_A_STAND_IN, "Plain",
+                stubs=("pkgv",))
+    assert r["verdict"] == "same" and "eval" in r["checked"], r
+    # a block whose forward uses the instance has no upstream output to compare with: what
+    # is compared is what building it gives
+    r = compare(tmp_path / "uses", MAKES_A_STAND_IN, MAKES_A_STAND_IN, "Uses", stubs=("pkgv",))
+    assert r["verdict"] == "same" and "eval" not in r["checked"], r
+    assert r["note"] == "no probe input runs the upstream forward", r
+
+
 # coqui TTS's losses.SSIMLoss holds ``_SSIMLoss()``, imported as an alias of ssim.SSIMLoss: one
 # file cannot have two classes named SSIMLoss, so the inner one is renamed and the header says so
 CLASH_UPSTREAM = {
