@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from nnrag_tui.engine.flow import reads_after_own_binding
+from nnrag_tui.engine.modulefiles import literals
 from nnrag_tui.engine.parse import is_dotted_name, is_main_guard
 from nnrag_tui.engine.patches import (
     attribute_store_roots,
@@ -91,6 +92,8 @@ class ModuleSource:
         self._constant_calls: dict[int, list[tuple[str, str]]] = {}
         self._dotted_reads: dict[int, DottedReads] = {}
         self._patch: dict[int, tuple] = {}
+        self._chains: dict[int, dict[str, frozenset[str]]] = {}
+        self._literals: dict[int, frozenset[str]] = {}
 
     def nested_imports(self, st: TopStmt) -> list[tuple[ast.Import | ast.ImportFrom, bool]]:
         """(import, directly in a class body) for every import a function or class body
@@ -138,6 +141,21 @@ class ModuleSource:
                     roots = stores | named if stores and named else stores or named
                     hit = (roots, call_arguments(st.node), in_place_roots(st.node))
             self._patch[st.index] = hit
+        return hit
+
+    def chains(self, st: TopStmt, root: str) -> frozenset[str]:
+        """The dotted chains ``root.a.b...`` in ``st`` (``chains_by_root``), from one walk for
+        every root; cached: the resolver asks per name a statement reads, for every block."""
+        hit = self._chains.get(st.index)
+        if hit is None:
+            hit = self._chains[st.index] = chains_by_root(st.node)
+        return hit.get(root, frozenset())
+
+    def literals(self, st: TopStmt) -> frozenset[str]:
+        """``modulefiles.literals`` of the statement, cached."""
+        hit = self._literals.get(st.index)
+        if hit is None:
+            hit = self._literals[st.index] = literals(st.node)
         return hit
 
     def literal_calls(self, st: TopStmt, decorators_only: bool = False
@@ -535,17 +553,17 @@ def _dotted(node: ast.AST) -> str | None:
     return None
 
 
-def all_chains(node: ast.stmt, root: str) -> set[str]:
-    """Every dotted chain ``root.a.b...`` in the statement, each prefix included, so that the
-    resolver can find the longest prefix that names a definition."""
-    out: set[str] = set()
+def chains_by_root(node: ast.stmt) -> dict[str, frozenset[str]]:
+    """root -> every dotted chain ``root.a.b...`` in the statement, each prefix included, so
+    that the resolver can find the longest prefix that names a definition."""
+    out: dict[str, set[str]] = {}
     for tree in (node, *string_annotation_exprs(node)):
         for sub in ast.walk(tree):
             if isinstance(sub, ast.Attribute):
                 d = _dotted(sub)
-                if d and d.split(".", 1)[0] == root:
-                    out.add(d)
-    return out
+                if d:
+                    out.setdefault(d.split(".", 1)[0], set()).add(d)
+    return {k: frozenset(v) for k, v in out.items()}
 
 
 def literal_calls(node: ast.AST):

@@ -42,11 +42,10 @@ from nnrag_tui.engine.imported_along import Edges, RunOrder
 from nnrag_tui.engine.modsource import (
     ModuleSource,
     TopStmt,
-    all_chains,
     bound_only_by_imports,
     demangled,
 )
-from nnrag_tui.engine.modulefiles import ModuleFiles, listed, literals, uses_module_file
+from nnrag_tui.engine.modulefiles import ModuleFiles, listed, uses_module_file
 from nnrag_tui.engine.moduleobject import (
     MODULE_OBJECT,
     ModuleObject,
@@ -406,9 +405,10 @@ class _ClosureBuilder:
         for (user, name), key in list(self.refs.items()):
             if key not in aliases:
                 continue
-            st = self.modules[user[0]].stmts[user[1]]
+            ms = self.modules[user[0]]
+            st = ms.stmts[user[1]]
             where = f"{self.entries[user[0]].module}:{st.line}"
-            for chain in sorted(all_chains(st.node, name)):
+            for chain in sorted(ms.chains(st, name)):
                 added |= self.hold_submodules(aliases[key], chain.split(".")[1:], where)
         return added
 
@@ -633,8 +633,9 @@ class _ClosureBuilder:
                 continue
             st = self.modules[key].stmts[i]
             if elsewhere is None:  # what the statements without ``__file__`` name
-                elsewhere = frozenset().union(*(literals(self.modules[k].stmts[j].node)
-                                                for k, j in nodes if not with_file((k, j))))
+                elsewhere = frozenset().union(*(
+                    self.modules[k].literals(self.modules[k].stmts[j])
+                    for k, j in nodes if not with_file((k, j))))
             entry = self.entries[key]
             root = self.r.roots.get(entry.source)
             found = self.r.module_files.named(root, entry.facts.relpath, st.node,
@@ -988,7 +989,7 @@ class _ClosureBuilder:
         """A name bound to a corpus module: each ``mod.X`` chain becomes a dependency on X and
         is rewritten to X's name in the generated file."""
         ms = self.modules[node[0]]  # ``st`` is its statement
-        chains = sorted(all_chains(st.node, name), key=lambda c: (len(c), c))
+        chains = sorted(ms.chains(st, name), key=lambda c: (len(c), c))
         done: set[str] = set()
         found = False
         for chain in chains:
