@@ -232,6 +232,39 @@ def written_and_imported(tmp_path, root, block: str, files: list[str]):
     return out, mod
 
 
+def test_a_suffix_found_through_file_brings_the_files_named_without_it(tmp_path):
+    """lightly-train's dinov2 configs: ``load_config(name)`` opens ``Path(__file__).parent /
+    (name + ".yaml")`` and ``load_and_merge_config`` calls ``load_config(
+    "ssl_default_config")``. No literal named a file whole, so none came along and
+    ``DepthAnythingDepthEstimation`` raised FileNotFoundError where upstream builds."""
+    root = write_tree(tmp_path / "repo", {
+        "cpkg/__init__.py": "",
+        "cpkg/configs.py": (
+            "import json\nimport pathlib\n\n\n"
+            "def load_config(config_name):\n"
+            "    config_filename = config_name + \".json\"\n"
+            "    return json.loads((pathlib.Path(__file__).parent / config_filename)"
+            ".read_text())\n\n\n"
+            "def merged(name):\n"
+            "    return {**load_config(\"defaults\"), **load_config(name)}\n"),
+        "cpkg/model.py": (
+            "from torch import nn\n\nfrom cpkg.configs import merged\n\n\n"
+            "class Configured(nn.Module):\n"
+            "    def __init__(self):\n"
+            "        super().__init__()\n"
+            "        self.gain = merged(\"eval/small\")[\"gain\"]\n\n"
+            "    def forward(self, x):\n        return x * self.gain\n"),
+        "cpkg/defaults.json": '{"gain": 1.0}\n',
+        "cpkg/eval/small.json": '{"gain": 3.0}\n',
+        "cpkg/eval/large.json": '{"gain": 9.0}\n',
+    })
+    out, mod = written_and_imported(tmp_path, root, "Configured",
+                                    ["defaults.json", "eval/small.json"])
+    assert not (out / "eval/large.json").exists()
+    import torch
+    assert mod.Configured()(torch.ones(1)).item() == 3.0
+
+
 def test_a_directory_named_by_nothing_else_brings_the_files_named_below_it(tmp_path):
     """enformer's ``DIR = Path(__file__).parents[0]`` names no file or folder itself, and the
     next statement loads ``DIR / "precomputed" / "tf_gammas.pt"`` as the module imports: the

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 from pathlib import Path
 
 MAX_DEPTH = 3  # directories below the module's own that are searched
@@ -50,7 +51,11 @@ class ModuleFiles:
         (``"mel_filters.npz"`` names ``assets/mel_filters.npz``). Where a literal of ``node``
         names a directory instead (torchani's ``_RESOURCES = Path(__file__).resolve().parent /
         "resources"``), the files in it that a literal of ``elsewhere`` names (the other
-        statements that come along: ``_resources_dir() / "atomic_constants.json"``)."""
+        statements that come along: ``_resources_dir() / "atomic_constants.json"``). Where a
+        literal of ``node`` is a file suffix (lightly-train's ``load_config(config_name)``
+        opens ``Path(__file__).parent / (config_name + ".yaml")``), the files that a literal
+        of ``elsewhere`` names with that suffix added (``load_config("ssl_default_config")``,
+        ``config="eval/vitb14_pretrain"``)."""
         module_dir = os.path.dirname(relpath)
         files = self.tree(os.path.join(root, module_dir))
         if not files:
@@ -60,6 +65,9 @@ class ModuleFiles:
         folders = {w for w in wanted if any(f.startswith(w + "/") for f in files)}
         found |= {f for f in files for d in folders if f.startswith(d + "/")
                   for w in elsewhere if f.endswith("/" + w)}
+        suffixes = {w for w in wanted if _SUFFIX.fullmatch(w)}
+        found |= {f for f in files for x in suffixes if f.endswith(x)
+                  for w in elsewhere if f == w + x or f.endswith(f"/{w}{x}")}
         if not found and not folders and not any(w.startswith("../") for w in wanted):
             # enformer's ``DIR = Path(__file__).parents[0]``, named by nothing but the
             # directory: the files the other statements name under it (``DIR / "precomputed"
@@ -82,6 +90,10 @@ class ModuleFiles:
             if not up.startswith("../") and os.path.isfile(os.path.join(root, up)):
                 out.append((up, w))
         return out
+
+
+# a literal that is a file suffix: ``".yaml"``, ``".tar.gz"``
+_SUFFIX = re.compile(r"(?:\.[A-Za-z0-9_]{1,8}){1,2}")
 
 
 def listed(files: list[tuple[str, str]]) -> str:
