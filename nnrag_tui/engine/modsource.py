@@ -92,7 +92,7 @@ class ModuleSource:
         self._constant_calls: dict[int, list[tuple[str, str]]] = {}
         self._dotted_reads: dict[int, DottedReads] = {}
         self._patch: dict[int, tuple] = {}
-        self._chains: dict[int, dict[str, frozenset[str]]] = {}
+        self._chains: dict[tuple[int, str], frozenset[str]] = {}
         self._literals: dict[int, frozenset[str]] = {}
 
     def nested_imports(self, st: TopStmt) -> list[tuple[ast.Import | ast.ImportFrom, bool]]:
@@ -144,12 +144,12 @@ class ModuleSource:
         return hit
 
     def chains(self, st: TopStmt, root: str) -> frozenset[str]:
-        """The dotted chains ``root.a.b...`` in ``st`` (``chains_by_root``), from one walk for
-        every root; cached: the resolver asks per name a statement reads, for every block."""
-        hit = self._chains.get(st.index)
+        """``all_chains(st.node, root)``, cached: the resolver asks for every block that
+        reaches the statement."""
+        hit = self._chains.get((st.index, root))
         if hit is None:
-            hit = self._chains[st.index] = chains_by_root(st.node)
-        return hit.get(root, frozenset())
+            hit = self._chains[(st.index, root)] = frozenset(all_chains(st.node, root))
+        return hit
 
     def literals(self, st: TopStmt) -> frozenset[str]:
         """``modulefiles.literals`` of the statement, cached."""
@@ -553,17 +553,17 @@ def _dotted(node: ast.AST) -> str | None:
     return None
 
 
-def chains_by_root(node: ast.stmt) -> dict[str, frozenset[str]]:
-    """root -> every dotted chain ``root.a.b...`` in the statement, each prefix included, so
-    that the resolver can find the longest prefix that names a definition."""
-    out: dict[str, set[str]] = {}
+def all_chains(node: ast.stmt, root: str) -> set[str]:
+    """Every dotted chain ``root.a.b...`` in the statement, each prefix included, so that the
+    resolver can find the longest prefix that names a definition."""
+    out: set[str] = set()
     for tree in (node, *string_annotation_exprs(node)):
         for sub in ast.walk(tree):
             if isinstance(sub, ast.Attribute):
                 d = _dotted(sub)
-                if d:
-                    out.setdefault(d.split(".", 1)[0], set()).add(d)
-    return {k: frozenset(v) for k, v in out.items()}
+                if d and d.split(".", 1)[0] == root:
+                    out.add(d)
+    return out
 
 
 def literal_calls(node: ast.AST):
