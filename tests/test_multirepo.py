@@ -209,14 +209,19 @@ def _write(root: Path, files: dict[str, str]) -> Path:
     return root
 
 
-def test_a_registration_another_repository_runs_as_upstream_imports_comes_along(tmp_path):
-    torch = pytest.importorskip("torch")
+def _over_bricks(tmp_path: Path, name: str, files: dict[str, str], block: str):
+    """``block`` extracted from the repository ``files``, configured first, beside BRICKS."""
     cfg = {"bricks": {"path": str(_write(tmp_path / "bricks", BRICKS)), "priority": 2},
-           "necks": {"path": str(_write(tmp_path / "necks", NECKS)), "priority": 1}}
+           name: {"path": str(_write(tmp_path / name, files)), "priority": 1}}
     with BlockExtractor(parse_config(cfg), cache_dir=tmp_path / "cache",
                         data_dir=tmp_path / "data") as ex:
         ex.index()
-        res = ex.extract_single_block("neckpkg.necks.simple:Neck")
+        return ex.extract_single_block(block)
+
+
+def test_a_registration_another_repository_runs_as_upstream_imports_comes_along(tmp_path):
+    torch = pytest.importorskip("torch")
+    res = _over_bricks(tmp_path, "necks", NECKS, "neckpkg.necks.simple:Neck")
     assert res.ok, res.error
     code = res.generated.code
     assert '@MODELS.register_module(name="Swish")\nclass SwishOfBricks(nn.Module):' in code
@@ -277,12 +282,7 @@ ALIASED = {
 
 def test_a_registration_through_another_name_of_the_registry_comes_along(tmp_path):
     torch = pytest.importorskip("torch")
-    cfg = {"bricks": {"path": str(_write(tmp_path / "bricks", BRICKS)), "priority": 2},
-           "det": {"path": str(_write(tmp_path / "det", ALIASED)), "priority": 1}}
-    with BlockExtractor(parse_config(cfg), cache_dir=tmp_path / "cache",
-                        data_dir=tmp_path / "data") as ex:
-        ex.index()
-        res = ex.extract_single_block("det.models.heads.head:Head")
+    res = _over_bricks(tmp_path, "det", ALIASED, "det.models.heads.head:Head")
     code = res.generated.code
     assert "@LOSSES.register_module()\nclass L1Loss(nn.L1Loss):" in code
     assert "\nLOSSES = MODELS\n" in code
@@ -342,12 +342,7 @@ LATE = {
 
 def test_a_registry_reached_late_still_finds_its_registrations(tmp_path):
     torch = pytest.importorskip("torch")
-    cfg = {"bricks": {"path": str(_write(tmp_path / "bricks", BRICKS)), "priority": 2},
-           "late": {"path": str(_write(tmp_path / "late", LATE)), "priority": 1}}
-    with BlockExtractor(parse_config(cfg), cache_dir=tmp_path / "cache",
-                        data_dir=tmp_path / "data") as ex:
-        ex.index()
-        res = ex.extract_single_block("late.net:Net")
+    res = _over_bricks(tmp_path, "late", LATE, "late.net:Net")
     code = res.generated.code
     assert "@ATTN.register_module()\nclass Double(nn.Module):" in code
     ns: dict = {"__name__": "net_file"}

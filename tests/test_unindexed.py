@@ -31,6 +31,14 @@ def extractor(tmp_path, paths: list[str]) -> BlockExtractor:
     return ex
 
 
+def code_of(tmp_path, name: str, root, block: str) -> str:
+    """The generated code of ``block`` from the package folder ``root``, indexed whole."""
+    ex = BlockExtractor(path_config({name: root}), cache_dir=tmp_path / "cache",
+                        data_dir=tmp_path / "data")
+    ex.index()
+    return ex.extract_single_block(block).generated.code
+
+
 @pytest.fixture(scope="module")
 def models_only(tmp_path_factory):
     return extractor(tmp_path_factory.mktemp("models"), ["pkgx/models"])
@@ -87,10 +95,7 @@ def test_a_compiled_module_of_the_package_is_named_as_such(tmp_path):
             "    def forward(self, x):\n"
             "        return legacy(gelu(fused_add(x, x)))\n"),
     })
-    ex = BlockExtractor(path_config({"pkgc": root}), cache_dir=tmp_path / "cache",
-                        data_dir=tmp_path / "data")
-    ex.index()
-    code = ex.extract_single_block("Fused").generated.code
+    code = code_of(tmp_path, "pkgc", root, "Fused")
     assert "from pkgc._ext import fused_add\n" in code
     assert ("# note: imports pkgc._ext, pkgc._kernels: compiled extension modules of pkgc, "
             "which have no Python source to copy, kept as imports, so the file needs pkgc "
@@ -121,10 +126,7 @@ def test_a_name_from_a_folder_without_init_is_not_called_outside_the_paths(tmp_p
             "    def forward(self, x):\n"
             "        return Decoder, Missing, pkgn.plain, absmax.absmax(x)\n"),
     })
-    ex = BlockExtractor(path_config({"pkgn": root}), cache_dir=tmp_path / "cache",
-                        data_dir=tmp_path / "data")
-    ex.index()
-    code = ex.extract_single_block("Net").generated.code
+    code = code_of(tmp_path, "pkgn", root, "Net")
     assert "from pkgn.ops import Decoder\n" in code
     assert "def absmax(x):" in code  # the submodule is there, and inlined
     assert ("# note: imports `Decoder` from pkgn.ops, a folder without `__init__.py` (a "
@@ -158,10 +160,7 @@ def test_a_module_its_package_puts_into_sys_modules_is_not_from_another_version(
             "    def forward(self, x):\n"
             "        return old(scale(x))\n"),
     })
-    ex = BlockExtractor(path_config({"pkga": root}), cache_dir=tmp_path / "cache",
-                        data_dir=tmp_path / "data")
-    ex.index()
-    code = ex.extract_single_block("FeatureMap").generated.code
+    code = code_of(tmp_path, "pkga", root, "FeatureMap")
     assert "from pkga.mods.norm_old import scale\n" in code
     assert ("# note: imports pkga.mods.norm_old, which no file of the pkga sources indexed "
             "here defines; pkga/mods/__init__.py puts modules into sys.modules as it runs, "
