@@ -313,6 +313,11 @@ MUST = {
         "# note: lipkg/fastops.py is imported only inside functions upstream (lipkg.lazy: "
         "`fast_scale`), so its module-level code ran at the first call; here its lines 3-6 run "
         "when this file is imported"],
+    # one external imported under two names is read under one: the alias upstream's other
+    # module gives it, where a function binds a local of that name, is not used (torchrec's
+    # ``import logging as logger`` beside ``logger = logging.getLogger(...)``)
+    ("external_alias", "Net"): ["    logger = logging.getLogger(f\"eapkg.{name}\")\n",
+                                "eapkg/net.py:8: renamed `logger` -> `logging`"],
     ("guarded_clash", "Net"): [
         "    import nnrag_missing_accel as nnrag_missing_accel_acts  # optional kernels",
         "            return nnrag_missing_accel_acts.act(x)\n",

@@ -941,7 +941,7 @@ class _ClosureBuilder:
             return
         if t.kind == "def" and t.entry is not None and self.r.is_external(t.entry.module):
             imp = self.external_def(entry, name, t)
-            self.refs[(node, name)] = ("ext", imp.identity)
+            self.refer_external(node, name, imp)
             self.deps.append(Dependency(node, name, "external", imp.text(), t.how,
                                         t.confidence, load, (),
                                         self.r.why_imported(t.entry.module)))
@@ -961,13 +961,13 @@ class _ClosureBuilder:
                                         t.confidence, load, nodes, t.note))
         elif t.kind == "module" and self.r.is_external(t.name):
             imp = self.external_import(entry, name, Target("external", t.name, how="import"))
-            self.refs[(node, name)] = ("ext", imp.identity)
+            self.refer_external(node, name, imp)
             self.deps.append(Dependency(node, name, "external", imp.text(), "import", 1.0, load))
         elif t.kind == "module":
             self.follow_module(node, entry, st, name, t, load)
         elif t.kind == "external":
             imp = self.external_import(entry, name, t)
-            self.refs[(node, name)] = ("ext", imp.identity)
+            self.refer_external(node, name, imp)
             self.deps.append(Dependency(node, name, "external", imp.text(), t.how,
                                         t.confidence, load, (), t.note))
         elif t.kind == "builtin":
@@ -983,6 +983,18 @@ class _ClosureBuilder:
             self.unresolved.append((name, where))
             self.deps.append(Dependency(node, name, "unresolved", "", "none", 0.0, load, (),
                                         t.note))
+
+    def refer_external(self, node: NodeId, name: str, imp: ExternalImport) -> None:
+        """``name`` in the statement ``node`` reads the external ``imp``. One import binds each
+        external for the whole file, under the name the first import met gives it, so a read
+        under another name is renamed (torchrec: ``import logging as logger`` in one module,
+        ``import logging`` in another): that name must not be one the statement binds inside,
+        where the read would be captured (``logger = logging.getLogger(...)`` in a function
+        would read its own unbound local)."""
+        key: BindKey = ("ext", imp.identity)
+        self.refs[(node, name)] = key
+        if self.externals[imp.identity].bound != name:
+            self.avoid_capture(key, node, keep=name)
 
     def follow_module(self, node: NodeId, entry: ModuleEntry, st: TopStmt, name: str,
                       t: Target, load: bool) -> None:
@@ -1208,12 +1220,13 @@ class _ClosureBuilder:
                 self.notes.append(msg)
 
     # -- naming and order ------------------------------------------------------------------
-    def avoid_capture(self, key: BindKey, node: NodeId) -> None:
+    def avoid_capture(self, key: BindKey, node: NodeId, keep: str | None = None) -> None:
         """``mod.X`` or an alias of X, rewritten to X's own name in a statement that binds
         that name in one of its inner scopes (``def __init__(self, X=mod.X)``, a class
-        attribute ``X = ...``), would be captured: X must take another name there."""
+        attribute ``X = ...``), would be captured: X must take another name there. ``keep``:
+        the name the statement reads it by, which its reads may keep."""
         ms = self.modules[node[0]]
-        locals_ = ms.local_names(ms.stmts[node[1]])
+        locals_ = ms.local_names(ms.stmts[node[1]]) - {keep}
         if locals_:
             self.avoid.setdefault(key, set()).update(locals_)
 
@@ -1238,7 +1251,10 @@ class _ClosureBuilder:
                 tail = imp.module.split(".")[-1]
             name = want
             avoid = self.avoid.get(key, set())
-            if (name in taken and taken[name] != key) or name in avoid:
+            if key[0] == "ext" and name in avoid and \
+                    _own_name(imp) not in taken and _own_name(imp) not in avoid:
+                name = _own_name(imp)  # ``import logging as logger`` captured: ``logging``
+            elif (name in taken and taken[name] != key) or name in avoid:
                 name = f"{want}_{tail}".replace(".", "_")
                 k = 2
                 while name in taken or name in avoid:
@@ -1254,6 +1270,11 @@ class _ClosureBuilder:
             if bound is not None and bound != imp.bound:
                 self.externals[ident] = imp.with_bound(bound)
         return out
+
+
+def _own_name(imp: ExternalImport) -> str:
+    """The name an external import binds without its ``as``."""
+    return imp.name if imp.name is not None else imp.module.split(".")[0]
 
 
 def _import_records(node: ast.Import | ast.ImportFrom, entry: ModuleEntry) -> list[ImportRecord]:
