@@ -338,3 +338,38 @@ def test_every_file_a_folder_lookup_reads_comes_along_however_many(tmp_path):
     assert "mpkg/configs/d.json (as configs/d.json) and 1 more" in code
     import torch
     assert mod.Summed()(torch.ones(1)).item() == 10.0
+
+
+def test_a_torch_hub_repository_beside_the_module_comes_along_whole(tmp_path):
+    """controlnet_aux's normalbae ``Encoder`` builds its backbone with ``torch.hub.load(
+    os.path.join(os.path.dirname(__file__), 'efficientnet_repo'), ..., source='local')``:
+    hub imports that folder's ``hubconf.py`` and the package beside it at run time. Its files
+    are Python, which never came along, so the block raised FileNotFoundError where upstream
+    builds."""
+    root = write_tree(tmp_path / "repo", {
+        "hpkg/__init__.py": "",
+        "hpkg/encoder.py": (
+            "import os\n\nimport torch\nfrom torch import nn\n\n\n"
+            "class Encoder(nn.Module):\n"
+            "    def __init__(self):\n"
+            "        super().__init__()\n"
+            "        repo = os.path.join(os.path.dirname(__file__), 'tiny_repo')\n"
+            "        self.body = torch.hub.load(repo, 'tiny', width=3, source='local')\n\n"
+            "    def forward(self, x):\n        return self.body(x)\n"),
+        "hpkg/tiny_repo/hubconf.py": ("dependencies = ['torch']\n\n"
+                                      "from tinynet.model import tiny  # noqa: F401\n"),
+        "hpkg/tiny_repo/tinynet/__init__.py": "",
+        "hpkg/tiny_repo/tinynet/model.py": (
+            "from torch import nn\n\n\ndef tiny(width):\n    return nn.Linear(width, width)\n"),
+        "hpkg/tiny_repo/LICENSE": "MIT\n",
+        "hpkg/other_repo/hubconf.py": "dependencies = []\n",
+    })
+    files = ["tiny_repo/LICENSE", "tiny_repo/hubconf.py", "tiny_repo/tinynet/__init__.py",
+             "tiny_repo/tinynet/model.py"]
+    out, mod = written_and_imported(tmp_path, root, "Encoder", files)
+    assert not (out / "other_repo").exists()
+    header = (out / "Encoder.py").read_text().split("\n\n", 1)[0]
+    assert "loads the torch.hub repository hpkg/tiny_repo (as tiny_repo, its 4 files)" in header
+    import torch
+    block = mod.Encoder()
+    assert block(torch.ones(2, 3)).shape == (2, 3)

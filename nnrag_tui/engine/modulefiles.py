@@ -76,6 +76,25 @@ class ModuleFiles:
         return [(Path(module_dir, f).as_posix(), f) for f in sorted(found)]
 
     @staticmethod
+    def hub_repositories(root: str, relpath: str, node: ast.stmt
+                         ) -> list[tuple[str, str, list[tuple[str, str]]]]:
+        """Each torch.hub repository, a folder with a ``hubconf.py``, that a string literal of
+        ``node`` names beside the module (controlnet_aux's ``torch.hub.load(os.path.join(
+        os.path.dirname(__file__), 'efficientnet_repo'), ..., source='local')``): (its path
+        from the source root, from the module's directory, and the same two paths of each of
+        its files). Hub imports its ``hubconf.py`` from there at run time, with the modules
+        beside it, so the folder comes along whole, Python files included."""
+        module_dir = os.path.dirname(relpath)
+        out = []
+        for w in sorted(literals(node)):
+            folder = os.path.join(root, module_dir, w)
+            if not is_plain_relative(w) or not os.path.isfile(os.path.join(folder, "hubconf.py")):
+                continue
+            up = Path(module_dir, w).as_posix()
+            out.append((up, w, [(f"{up}/{f}", f"{w}/{f}") for f in _folder_files(folder)]))
+        return out
+
+    @staticmethod
     def outside(root: str, relpath: str, node: ast.stmt) -> list[tuple[str, str]]:
         """(path from the source root, path as written) of each file a string literal of
         ``node`` names above the module's directory (facenet's ``os.path.join(
@@ -113,16 +132,23 @@ def literals(node: ast.stmt) -> frozenset[str]:
 
 
 def _data_files(directory: str) -> list[str]:
+    return _folder_files(directory, (".py", ".pyc", ".pyi"), MAX_DEPTH)
+
+
+def _folder_files(directory: str, skip: tuple[str, ...] = (".pyc",),
+                  max_depth: int | None = None) -> list[str]:
+    """The files under ``directory`` by their path from it, sorted, without those ending in
+    ``skip``, hidden folders and ``__pycache__``; at most ``MAX_FILES``."""
     out: list[str] = []
     base = directory.rstrip(os.sep)
     for cur, dirs, files in os.walk(directory):
         depth = cur[len(base):].count(os.sep)
         dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d != "__pycache__")
-        if depth >= MAX_DEPTH:
+        if max_depth is not None and depth >= max_depth:
             dirs[:] = []
         rel = os.path.relpath(cur, directory).replace(os.sep, "/")
         for f in sorted(files):
-            if f.endswith((".py", ".pyc", ".pyi")):
+            if f.endswith(skip):
                 continue
             out.append(f if rel == "." else f"{rel}/{f}")
             if len(out) >= MAX_FILES:

@@ -640,18 +640,23 @@ class _ClosureBuilder:
             root = self.r.roots.get(entry.source)
             found = self.r.module_files.named(root, entry.facts.relpath, st.node,
                                               elsewhere) if root else []
-            any_found |= bool(found)
+            hubs = self.r.module_files.hub_repositories(root, entry.facts.relpath, st.node) \
+                if root else []
+            any_found |= bool(found or hubs)
             what = ", ".join(f"`{b}`" for b in sorted(st.binds)) or "a statement"
             part = f"{what} ({entry.facts.relpath}:{st.line})"
             outside = self.r.module_files.outside(root, entry.facts.relpath, st.node) \
                 if root else []
             if found:
                 part += " reads " + listed(found)
-                for up, rel in found:
-                    if rel not in {r for _, r in self.module_files}:
-                        self.module_files.append((os.path.join(root, up), rel))
+            if hubs:
+                part += (" and" if found else "") + " loads the torch.hub " + ", ".join(
+                    f"repository {up} (as {rel}, its {len(files)} files)" for up, rel, files in hubs)
+            for up, rel in [*found, *(f for *_, files in hubs for f in files)]:
+                if rel not in {r for _, r in self.module_files}:
+                    self.module_files.append((os.path.join(root, up), rel))
             if outside:
-                part += (" reads " if not found else " and ") + listed(outside) + (
+                part += (" reads " if not (found or hubs) else " and ") + listed(outside) + (
                     ", above this file's folder, where nnrag does not write: put "
                     f"{'them' if len(outside) > 1 else 'it'} there yourself")
             parts.append(part)
