@@ -318,6 +318,12 @@ MUST = {
     # ``import logging as logger`` beside ``logger = logging.getLogger(...)``)
     ("external_alias", "Net"): ["    logger = logging.getLogger(f\"eapkg.{name}\")\n",
                                 "eapkg/net.py:8: renamed `logger` -> `logging`"],
+    # ``Backend.__subclasses__()`` finds classes nothing names (einops' ``get_backend``): those
+    # of its module come along, a grandchild too, not one of a module nothing imports
+    ("subclass_listing", "Net"): [
+        "class FloatTensorBackend(TensorBackend):", "class ListBackend(Backend):",
+        "slpkg/backends.py:8 lists the subclasses of `Backend` (`__subclasses__()`), so the 3 "
+        "its module defines are inlined"],
     ("guarded_clash", "Net"): [
         "    import nnrag_missing_accel as nnrag_missing_accel_acts  # optional kernels",
         "            return nnrag_missing_accel_acts.act(x)\n",
@@ -406,6 +412,7 @@ MUST_NOT = {
     # what only a script run binds or changes: not upstream's module as imported
     ("main_guard", "Net"): ["__main__", "argparse", "class Probe", "lambda self"],
     ("relative", "Net"): ["unused_helper", "NotNeeded", "from .", "sibling."],
+    ("subclass_listing", "Net"): ["StringBackend"],
     ("reexport_chain", "Net"): ["FancyMlp(", "Act()", "import chainpkg", "from chainpkg"],
     ("star_all", "Net"): ["import *", "class Hidden", "torch.relu"],
     ("star_noall", "Net"): ["import *"],

@@ -239,6 +239,32 @@ class ModuleSource:
                 "globals" in self.stmt_text(st) and reads_globals(st.node)
         return hit
 
+    def subclasses_listed(self, st: TopStmt) -> dict[str, set[str]]:
+        """For each class of this module whose ``__subclasses__()`` the statement reads by its
+        name, the classes this module derives from it, directly or not (einops' backends).
+        Subclasses defined in other modules are not followed: upstream lists them only once
+        something has imported their module."""
+        if "__subclasses__" not in self.text or "__subclasses__" not in self.stmt_text(st):
+            return {}
+        read = {a.value.id for a in ast.walk(st.node)
+                if isinstance(a, ast.Attribute) and a.attr == "__subclasses__"
+                and isinstance(a.value, ast.Name)}
+        classes = {n: i for n, ix in self.binders.items() for i in ix
+                   if self.stmts[i].kind == "class"}
+        out: dict[str, set[str]] = {}
+        for base in sorted(read & set(classes)):
+            found, todo = set(), [base]
+            while todo:
+                parent = todo.pop()
+                for name, i in classes.items():
+                    if name not in found and any(isinstance(b, ast.Name) and b.id == parent
+                                                 for b in self.stmts[i].node.bases):
+                        found.add(name)
+                        todo.append(name)
+            if found:
+                out[base] = found
+        return out
+
     def uses(self, st: TopStmt) -> StmtUses:
         hit = self._uses.get(st.index)
         if hit is None:
@@ -251,6 +277,13 @@ class ModuleSource:
                 # to list every setting's value in its docstring)
                 into = hit.load if "__name__" in hit.load else hit.lazy
                 into |= named_with_module(st.node) & set(self.binders) - st.binds - hit.load
+            listed = self.subclasses_listed(st)
+            if listed:
+                # ``AbstractBackend.__subclasses__()`` (einops' ``get_backend``) returns the
+                # module's subclasses nothing names: the statement reads them all
+                for base, subs in listed.items():
+                    into = hit.lazy if base in hit.lazy else hit.load
+                    into |= subs - st.binds - hit.load
             if self.reads_namespace(st):
                 # ``globals().get(identifier)`` (asteroid's ``norms.get("gLN")``) can return
                 # any module-level definition: the statement reads them all (what the module

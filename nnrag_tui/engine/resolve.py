@@ -546,6 +546,7 @@ class _ClosureBuilder:
         self.note_deferred_modules(nodes)
         self.note_module_files(nodes)
         self.note_namespace_readers(nodes)
+        self.note_subclass_readers(nodes)
         self.effects.note_imports_by_name(nodes)
         crlf = sorted({self.entries[n[0]].facts.relpath for n in nodes
                        if self.modules[n[0]].crlf})
@@ -616,6 +617,17 @@ class _ClosureBuilder:
                 f"{path} looks names up in globals() (line{'s' if len(at) > 1 else ''} "
                 f"{', '.join(at)}), so every definition of that module is inlined; globals() is "
                 "this file's here, where a renamed definition has its new name")
+
+    def note_subclass_readers(self, nodes: list[NodeId]) -> None:
+        """Statements that list a class's subclasses (``__subclasses__()``) read every subclass
+        their module defines, which is why those are inlined; said in the header."""
+        for key, i in sorted(nodes, key=lambda n: (self.entries[n[0]].facts.relpath, n[1])):
+            st = self.modules[key].stmts[i]
+            for base, subs in self.modules[key].subclasses_listed(st).items():
+                self.notes.append(
+                    f"{self.entries[key].facts.relpath}:{st.line} lists the subclasses of "
+                    f"`{base}` (`__subclasses__()`), so the {len(subs)} its module defines are "
+                    "inlined; subclasses from other modules are not")
 
     def note_module_files(self, nodes: list[NodeId]) -> None:
         """Definitions that find files through ``__file__`` (engine.modulefiles): here it is the
