@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import importlib
 import importlib.abc
 import importlib.machinery
@@ -388,13 +389,14 @@ def compare(job: dict, blockrun) -> dict:
     import torch
     from torch import nn
 
-    mod_name, _, name = job["key"].partition(":")
+    mod_name, _, qualname = job["key"].partition(":")
+    name = qualname.rsplit(".", 1)[-1]  # a nested class's file binds its own name
     upstream_mod = importlib.import_module(mod_name)
-    up_cls = getattr(upstream_mod, name)
+    up_cls = functools.reduce(getattr, qualname.split("."), upstream_mod)
     if isinstance(upstream_mod, _StubModule) or isinstance(up_cls, _AnyMeta):
         raise _NotComparable(f"upstream {mod_name} is a stand-in here (--stub): there is no "
                              "upstream class to compare with")
-    gen_mod = _load_file(job["file"], f"_nnrag_generated_{name}")
+    gen_mod = _load_file(job["file"], f"_nnrag_generated_{qualname.replace('.', '_')}")
     gen_cls = getattr(gen_mod, name)
     try:
         up_sig, gen_sig = inspect.signature(up_cls), inspect.signature(gen_cls)

@@ -538,3 +538,31 @@ def test_a_stand_in_for_a_submodule_leaves_the_package_real(tmp_path):
     assert r["verdict"] == "same", r
     r = compare(tmp_path, EXTENSION, EXTENSION, "Native")
     assert r["verdict"] == "not_comparable" and "pkgd._ext" in r["reason"], r
+
+
+NESTED = '''\
+import torch
+from torch import nn
+
+
+class Builder:
+    class Network(nn.Module):
+        def __init__(self, width: int = 4):
+            super().__init__()
+            self.fc = nn.Linear(width, width)
+
+        def forward(self, x):
+            return torch.tanh(self.fc(x))
+'''
+
+
+def test_a_nested_class_is_compared_with_upstream_s(tmp_path):
+    """rl_games' ``A2CBuilder.Network``: the block's key names the class inside its outer
+    class, and the generated file binds it by its own name; none of rl_games' 10 nested
+    blocks was compared."""
+    generated = NESTED + '\n\nNetwork = Builder.Network\n__all__ = ["Network"]\n'
+    r = compare(tmp_path, generated, NESTED, "Builder.Network")
+    assert r["verdict"] == "same", r
+    r = compare(tmp_path, generated.replace("torch.tanh(", "torch.sigmoid("), NESTED,
+                "Builder.Network")
+    assert r["verdict"] == "differs", r
