@@ -2,7 +2,12 @@
 and forks a child per file (as a fresh ``python -I`` would see it, minus the 1.5 s torch import).
 timm and torchvision are hidden so a file cannot lean on an installed copy.
 
-Usage: python -I bench/import_check.py FILE... ; prints one JSON line per file."""
+A file that takes longer than ``TIMEOUT`` seconds (``--timeout S``) to import fails, said so: cogdl's
+operators compile a C++ extension as they import, and a compile killed before (a timed-out
+comparison) leaves torch's build lock behind, on which the next import waits forever.
+
+Usage: python -I bench/import_check.py [--timeout S] FILE... ; prints one JSON line per
+file."""
 
 import importlib.abc
 import importlib.util
@@ -17,6 +22,7 @@ from forked import run_forked  # noqa: E402
 
 
 BLOCKED = ("timm", "torchvision")
+TIMEOUT = 120.0  # seconds per file
 
 
 class _Hide(importlib.abc.MetaPathFinder):
@@ -36,7 +42,7 @@ class _Hide(importlib.abc.MetaPathFinder):
         return getattr(self.inner, name)
 
 
-def main(paths):
+def main(paths, timeout: float = TIMEOUT):
     sys.meta_path[:] = [_Hide(f) if hasattr(f, "find_spec") else f for f in sys.meta_path]
     import torch  # noqa: F401  (warm once, fork per file)
 
@@ -54,9 +60,10 @@ def main(paths):
             spec.loader.exec_module(mod)
             return {"ok": True}
 
-        res, status = run_forked(child)
+        res, status = run_forked(child, timeout=timeout)
         if res is None:
-            res = {"ok": False, "error": f"the child {status}"}
+            res = {"ok": False, "error": f"no import after {timeout:g} s" if status == "timeout"
+                   else f"the child {status}"}
         elif "error" in res:
             res["ok"] = False
         res["path"] = path
@@ -64,4 +71,8 @@ def main(paths):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    args = sys.argv[1:]
+    if args[:1] == ["--timeout"]:
+        main(args[2:], float(args[1]))
+    else:
+        main(args)

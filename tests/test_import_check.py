@@ -28,3 +28,18 @@ def test_what_a_file_prints_on_import_stays_out_of_the_report(tmp_path):
     assert [(a["path"], a["ok"]) for a in answers] == [(str(chatty), True), (str(broken), False)]
     assert "not_a_package_anywhere" in answers[1]["error"]
     assert "Creating new settings file" in out.stderr
+
+
+def test_a_file_that_never_finishes_importing_fails_and_the_next_is_checked(tmp_path):
+    """cogdl's operators compile a C++ extension as they import; a compile killed earlier
+    leaves torch's build lock behind, and the next import waits on it forever: the whole
+    corpus run hung there."""
+    stuck = tmp_path / "Stuck.py"
+    stuck.write_text("import time\n\nwhile True:\n    time.sleep(0.05)\n")
+    fine = tmp_path / "Fine.py"
+    fine.write_text("class Fine:\n    pass\n")
+    out = subprocess.run([sys.executable, "-I", str(SCRIPT), "--timeout", "3", str(stuck),
+                          str(fine)], capture_output=True, text=True, timeout=120, check=False)
+    answers = [json.loads(line) for line in out.stdout.splitlines()]
+    assert [(a["path"], a["ok"]) for a in answers] == [(str(stuck), False), (str(fine), True)]
+    assert answers[0]["error"] == "no import after 3 s"
