@@ -101,6 +101,34 @@ def test_an_address_in_the_repr_is_not_a_difference(tmp_path):
     assert r["verdict"] == "same", r
 
 
+ID_REPR = """\
+import torch
+from torch import nn
+
+
+class Node(nn.Module):
+    def __init__(self, width: int = 4):
+        super().__init__()
+        self.fc = nn.Linear(width, width)
+
+    def __repr__(self):
+        return str(id(self))
+
+    def forward(self, x):
+        return self.fc(x)
+"""
+
+
+def test_a_repr_upstream_does_not_reproduce_is_not_compared(tmp_path):
+    """neuromancer's ``Variable`` prints ``str(id(self))``: two builds never print the same,
+    which said "differs" of both of its blocks; the rest is still compared."""
+    r = compare(tmp_path, ID_REPR, ID_REPR, "Node")
+    assert r["verdict"] == "same", r
+    assert any("repr) not compared" in n for n in r["notes"]), r
+    r = compare(tmp_path, ID_REPR.replace("self.fc(x)", "self.fc(x) * 2"), ID_REPR, "Node")
+    assert r["verdict"] == "differs", r
+
+
 def test_a_repr_that_says_something_else_still_differs(tmp_path):
     edited = LAMBDA_REPR.replace("lambda: 0", "lambda: 1")
     edited = edited.replace('f"PerKey({dict(self.p)})"', 'f"PerKey({dict(self.p)}, v2)"')
