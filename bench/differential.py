@@ -30,6 +30,7 @@ not_comparable, timeout.
 from __future__ import annotations
 
 import argparse
+import copy
 import dataclasses
 import functools
 import importlib
@@ -488,8 +489,9 @@ def compare(job: dict, blockrun) -> dict:
         elif _repr(up) == _repr(_built_again(up_cls, ua, uk, up)):
             raise _Differs("module tree (repr) differs")
         else:
-            # neuromancer's ``Variable`` prints ``str(id(self))``: a repr upstream's own
-            # second build does not reproduce says nothing of the generated one
+            # neuromancer's ``Variable`` prints ``str(id(self))``, its ``Constraint`` the ids
+            # of its arguments: a repr upstream's own second build does not reproduce says
+            # nothing of the generated one
             result.setdefault("notes", []).append(
                 "module tree (repr) not compared: upstream's changes from one build to the "
                 "next")
@@ -639,7 +641,14 @@ def _compare_outputs(up, gen, hints, blockrun, torch, nn, result: dict, checked:
 
 
 def _built_again(cls, args, kwargs, first):
-    """``cls`` built again from the same seed and arguments (``first`` where that fails)."""
+    """``cls`` built again from the same seed, with copies of the same arguments, as the
+    generated class is given arguments equal to upstream's but not the same objects
+    (neuromancer's ``Constraint(left, right, ...)`` prints ``id(left)``); ``first`` where that
+    fails."""
+    try:
+        args, kwargs = copy.deepcopy((args, kwargs))
+    except Exception:  # noqa: BLE001, S110  (an argument that cannot be copied is reused)
+        pass
     _seed(0)
     try:
         return cls(*args, **kwargs)

@@ -119,13 +119,21 @@ class Node(nn.Module):
 """
 
 
-def test_a_repr_upstream_does_not_reproduce_is_not_compared(tmp_path):
-    """neuromancer's ``Variable`` prints ``str(id(self))``: two builds never print the same,
-    which said "differs" of both of its blocks; the rest is still compared."""
-    r = compare(tmp_path, ID_REPR, ID_REPR, "Node")
+ARG_ID_REPR = ID_REPR.replace("width: int = 4", "left: nn.Module, width: int = 4").replace(
+    "return str(id(self))", "return f\"Node({id(self.left)})\"").replace(
+    "        self.fc = nn.Linear(width, width)\n",
+    "        self.fc = nn.Linear(width, width)\n        self.left = left\n")
+
+
+@pytest.mark.parametrize("upstream", [ID_REPR, ARG_ID_REPR], ids=["own id", "argument id"])
+def test_a_repr_upstream_does_not_reproduce_is_not_compared(tmp_path, upstream):
+    """neuromancer's ``Variable`` prints ``str(id(self))`` and its ``Constraint`` the ids of
+    its arguments: two builds never print the same, which said "differs" of both blocks; the
+    rest is still compared."""
+    r = compare(tmp_path, upstream, upstream, "Node")
     assert r["verdict"] == "same", r
     assert any("repr) not compared" in n for n in r["notes"]), r
-    r = compare(tmp_path, ID_REPR.replace("self.fc(x)", "self.fc(x) * 2"), ID_REPR, "Node")
+    r = compare(tmp_path, upstream.replace("self.fc(x)", "self.fc(x) * 2"), upstream, "Node")
     assert r["verdict"] == "differs", r
 
 
