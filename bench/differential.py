@@ -42,6 +42,7 @@ import inspect
 import json
 import math
 import os
+import pickle
 import re
 import sys
 import time
@@ -645,10 +646,13 @@ def _built_again(cls, args, kwargs, first):
     generated class is given arguments equal to upstream's but not the same objects
     (neuromancer's ``Constraint(left, right, ...)`` prints ``id(left)``); ``first`` where that
     fails."""
-    try:
-        args, kwargs = copy.deepcopy((args, kwargs))
-    except Exception:  # noqa: BLE001, S110  (an argument that cannot be copied is reused)
-        pass
+    try:  # a pickled copy: ``copy.deepcopy`` keeps a tuple of numbers the same object
+        args, kwargs = pickle.loads(pickle.dumps((args, kwargs)))  # noqa: S301  (our own)
+    except Exception:  # noqa: BLE001
+        try:
+            args, kwargs = copy.deepcopy((args, kwargs))
+        except Exception:  # noqa: BLE001, S110  (an argument that cannot be copied is reused)
+            pass
     _seed(0)
     try:
         return cls(*args, **kwargs)

@@ -119,7 +119,7 @@ class Node(nn.Module):
 """
 
 
-ARG_ID_REPR = ID_REPR.replace("width: int = 4", "left: nn.Module, width: int = 4").replace(
+ARG_ID_REPR = ID_REPR.replace("width: int = 4", "left: tuple, width: int = 4").replace(
     "return str(id(self))", "return f\"Node({id(self.left)})\"").replace(
     "        self.fc = nn.Linear(width, width)\n",
     "        self.fc = nn.Linear(width, width)\n        self.left = left\n")
