@@ -315,9 +315,12 @@ MUST = {
         "when this file is imported"],
     # one external imported under two names is read under one: the alias upstream's other
     # module gives it, where a function binds a local of that name, is not used (torchrec's
-    # ``import logging as logger`` beside ``logger = logging.getLogger(...)``)
+    # ``import logging as logger`` beside ``logger = logging.getLogger(...)``); a dotted
+    # module's own first name is another object: it takes a new one
     ("external_alias", "Net"): ["    logger = logging.getLogger(f\"eapkg.{name}\")\n",
-                                "eapkg/net.py:8: renamed `logger` -> `logging`"],
+                                "eapkg/net.py:10: renamed `logger` -> `logging`",
+                                "import torch.nn.functional as F_functional\n",
+                                "    F = F_functional.relu\n"],
     # ``Backend.__subclasses__()`` finds classes nothing names (einops' ``get_backend``): those
     # of its module come along, a grandchild too, not one of a module nothing imports
     ("subclass_listing", "Net"): [

@@ -1268,9 +1268,9 @@ class _ClosureBuilder:
                 tail = imp.module.split(".")[-1]
             name = want
             avoid = self.avoid.get(key, set())
-            if key[0] == "ext" and name in avoid and \
-                    _own_name(imp) not in taken and _own_name(imp) not in avoid:
-                name = _own_name(imp)  # ``import logging as logger`` captured: ``logging``
+            own = _own_name(imp) if key[0] == "ext" and name in avoid else None
+            if own is not None and own not in taken and own not in avoid:
+                name = own  # ``import logging as logger`` captured: ``logging``
             elif (name in taken and taken[name] != key) or name in avoid:
                 name = f"{want}_{tail}".replace(".", "_")
                 k = 2
@@ -1289,9 +1289,13 @@ class _ClosureBuilder:
         return out
 
 
-def _own_name(imp: ExternalImport) -> str:
-    """The name an external import binds without its ``as``."""
-    return imp.name if imp.name is not None else imp.module.split(".")[0]
+def _own_name(imp: ExternalImport) -> str | None:
+    """The name an external import binds without its ``as``, where that name is the object
+    itself (``logging`` of ``import logging as logger``); None for ``import a.b as c``, whose
+    ``a`` is another object."""
+    if imp.name is not None:
+        return imp.name
+    return imp.module if "." not in imp.module else None
 
 
 def _import_records(node: ast.Import | ast.ImportFrom, entry: ModuleEntry) -> list[ImportRecord]:
