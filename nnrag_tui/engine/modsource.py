@@ -94,6 +94,7 @@ class ModuleSource:
         self._patch: dict[int, tuple] = {}
         self._chains: dict[tuple[int, str], frozenset[str]] = {}
         self._literals: dict[int, frozenset[str]] = {}
+        self._subclasses: dict[int, dict[str, set[str]]] = {}
 
     def nested_imports(self, st: TopStmt) -> list[tuple[ast.Import | ast.ImportFrom, bool]]:
         """(import, directly in a class body) for every import a function or class body
@@ -243,8 +244,16 @@ class ModuleSource:
         """For each class of this module whose ``__subclasses__()`` the statement reads by its
         name, the classes this module derives from it, directly or not (einops' backends).
         Subclasses defined in other modules are not followed: upstream lists them only once
-        something has imported their module."""
-        if "__subclasses__" not in self.text or "__subclasses__" not in self.stmt_text(st):
+        something has imported their module; cached."""
+        if "__subclasses__" not in self.text:
+            return {}
+        hit = self._subclasses.get(st.index)
+        if hit is None:
+            hit = self._subclasses[st.index] = self._subclasses_listed(st)
+        return hit
+
+    def _subclasses_listed(self, st: TopStmt) -> dict[str, set[str]]:
+        if "__subclasses__" not in self.stmt_text(st):
             return {}
         read = {a.value.id for a in ast.walk(st.node)
                 if isinstance(a, ast.Attribute) and a.attr == "__subclasses__"

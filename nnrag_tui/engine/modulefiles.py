@@ -37,6 +37,7 @@ class ModuleFiles:
 
     def __init__(self) -> None:
         self._trees: dict[str, list[str]] = {}
+        self._hubs: dict[str, list[str] | None] = {}  # folder -> its files, if a hub repo
 
     def tree(self, directory: str) -> list[str]:
         hit = self._trees.get(directory)
@@ -75,8 +76,7 @@ class ModuleFiles:
             found = {f for f in files for w in elsewhere if f == w or f.endswith("/" + w)}
         return [(Path(module_dir, f).as_posix(), f) for f in sorted(found)]
 
-    @staticmethod
-    def hub_repositories(root: str, relpath: str, node: ast.stmt
+    def hub_repositories(self, root: str, relpath: str, node: ast.stmt
                          ) -> list[tuple[str, str, list[tuple[str, str]]]]:
         """Each torch.hub repository, a folder with a ``hubconf.py``, that a string literal of
         ``node`` names beside the module (controlnet_aux's ``torch.hub.load(os.path.join(
@@ -87,11 +87,16 @@ class ModuleFiles:
         module_dir = os.path.dirname(relpath)
         out = []
         for w in sorted(literals(node)):
-            folder = os.path.join(root, module_dir, w)
-            if not is_plain_relative(w) or not os.path.isfile(os.path.join(folder, "hubconf.py")):
+            if not is_plain_relative(w):
                 continue
-            up = Path(module_dir, w).as_posix()
-            out.append((up, w, [(f"{up}/{f}", f"{w}/{f}") for f in _folder_files(folder)]))
+            folder = os.path.join(root, module_dir, w)
+            if folder not in self._hubs:  # read once: the statement comes with every block
+                self._hubs[folder] = _folder_files(folder) \
+                    if os.path.isfile(os.path.join(folder, "hubconf.py")) else None
+            files = self._hubs[folder]
+            if files is not None:
+                up = Path(module_dir, w).as_posix()
+                out.append((up, w, [(f"{up}/{f}", f"{w}/{f}") for f in files]))
         return out
 
     @staticmethod
