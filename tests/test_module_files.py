@@ -373,3 +373,48 @@ def test_a_torch_hub_repository_beside_the_module_comes_along_whole(tmp_path):
     import torch
     block = mod.Encoder()
     assert block(torch.ones(2, 3)).shape == (2, 3)
+
+
+@pytest.mark.filterwarnings("ignore:.*is deprecated. Use files:DeprecationWarning")
+def test_a_package_read_through_importlib_resources_brings_its_files(tmp_path):
+    """audiotools' ``playback.py``: ``from . import templates`` and, as it imports,
+    ``importlib_resources.files(templates).joinpath("headers.html").read_text()``, where
+    ``templates`` is a package of data files only. The generated file had a module object
+    for it with no spec and none of its files, so ``files()`` raised TypeError where upstream
+    imports. The object is now the anchor of the package's files, which go beside the file
+    in a folder named by the package; read through importlib.resources and its backport."""
+    pytest.importorskip("importlib_resources")
+    root = write_tree(tmp_path / "repo", {
+        "rpkg/__init__.py": "",
+        "rpkg/templates/__init__.py": "",
+        "rpkg/templates/scale.txt": "3.0\n",
+        "rpkg/templates/extra/shift.txt": "0.5\n",
+        "rpkg/other/__init__.py": "from . import ops\n",
+        "rpkg/other/ops.py": "def double(x):\n    return 2 * x\n",
+        "rpkg/other/unrelated.txt": "no\n",
+        "rpkg/render.py": (
+            "import importlib.resources\nfrom importlib.resources import read_text\n\n"
+            "import importlib_resources as pkg_resources\nimport torch\nfrom torch import nn\n\n"
+            "from . import templates\nfrom .other import ops\n\n"
+            "SCALE = float(pkg_resources.files(templates).joinpath('scale.txt').read_text())\n"
+            "SAME = float(read_text(templates, 'scale.txt'))\n\n\n"
+            "def shift():\n"
+            "    path = importlib.resources.files(templates) / 'extra' / 'shift.txt'\n"
+            "    return float(path.read_text())\n\n\n"
+            "class Scaled(nn.Module):\n"
+            "    def forward(self, x):\n"
+            "        return getattr(ops, 'double')(x) * SCALE * SAME + shift()\n"),
+    })
+    out, mod = written_and_imported(tmp_path, root, "Scaled", [
+        "rpkg.templates/scale.txt", "rpkg.templates/extra/shift.txt"])
+    import torch
+    assert mod.Scaled()(torch.ones(1)).item() == 18.5
+    code = (out / "Scaled.py").read_text()
+    header = code.split("\n\n", 1)[0]
+    assert ("rpkg.render:11 reads its files through importlib.resources, so it has a spec "
+            "that points at the folder rpkg.templates beside this file, where its 2 data files "
+            "go (scale.txt, extra/shift.txt)") in header
+    # a module object nothing hands to importlib.resources stays a plain one
+    assert 'ops.__spec__' not in code and not (out / "rpkg.other").exists()
+    # the anchor is a package, as upstream's is: ``files()`` of the stdlib refuses a module
+    assert mod.templates.__path__ == [str(out / "rpkg.templates")]

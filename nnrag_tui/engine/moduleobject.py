@@ -16,6 +16,13 @@ A name upstream's module binds on some paths only (in one arm of an ``if``, in a
 clause) is set by a ``try`` of its own, so the object lacks it where the file never bound it,
 as upstream's module does; a name a module-level ``del`` removed is left out.
 
+Where upstream hands the module to ``importlib.resources`` (audiotools' ``playback.py``:
+``importlib_resources.files(templates).joinpath("headers.html")``, ``templates`` a package of
+data files only), the object is the anchor of its files: it gets a ``__spec__`` (and
+``__file__``, and ``__path__`` for a package) that points at a folder beside the generated file,
+named by the module, where the module's data files go (engine.modulefiles). A plain module
+object has no spec, and ``files()`` raised TypeError where upstream's reads its files.
+
 The statement is not upstream text: it lives in a module of its own in the closure (the key
 ``(source, module + "#object")``) and the header says what it stands for.
 """
@@ -23,6 +30,7 @@ The statement is not upstream text: it lives in a module of its own in the closu
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -72,9 +80,51 @@ def unsure_members(ms: ModuleSource, members: list[str]) -> tuple[set[str], set[
     return {n for n, idx in touched.items() if idx and n not in sure} - gone, gone
 
 
+# the calls that take a package (or module) as the anchor of its files
+RESOURCE_CALLS = frozenset(f"{m}.{f}" for m in ("importlib.resources", "importlib_resources")
+                           for f in ("files", "read_text", "read_binary", "open_text",
+                                     "open_binary", "path", "is_resource", "contents"))
+# the names the anchor's lines read, each bound by the external import of the same dotted name
+ANCHOR_NAMES = {"os": "os", "spec_from_file_location": "importlib.util.spec_from_file_location"}
+
+
+def reads_resources(stmt: ast.stmt, name: str, identity: Callable[[str], str | None]) -> int:
+    """The line where ``stmt`` hands ``name`` to a call of ``RESOURCE_CALLS`` as the anchor
+    (its first argument), or 0. ``identity`` gives what an external name of the statement
+    imports (``importlib_resources`` for ``pkg_resources`` of ``import importlib_resources as
+    pkg_resources``), or None for any other name."""
+    for node in ast.walk(stmt):
+        if not (isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Name)
+                and node.args[0].id == name):
+            continue
+        parts, func = [], node.func
+        while isinstance(func, ast.Attribute):
+            parts.append(func.attr)
+            func = func.value
+        root = identity(func.id) if isinstance(func, ast.Name) else None
+        if root is not None and ".".join([root, *reversed(parts)]) in RESOURCE_CALLS:
+            return node.lineno
+    return 0
+
+
+def anchor_text(module: str, filename: str) -> str:
+    """The lines that make the object the anchor of the files in the folder ``module`` beside
+    the generated file, as upstream's module is of the files beside its ``filename``."""
+    text = (f"# its files are in the folder {module} beside this file\n"
+            f"{MODULE_OBJECT}.__file__ = os.path.join(\n"
+            f'    os.path.dirname(os.path.abspath(__file__)), "{module}", "{filename}")\n'
+            f"{MODULE_OBJECT}.__spec__ = spec_from_file_location(\n"
+            f'    "{module}", {MODULE_OBJECT}.__file__)\n')
+    if filename == "__init__.py":
+        text += f"{MODULE_OBJECT}.__path__ = {MODULE_OBJECT}.__spec__.submodule_search_locations\n"
+    return text
+
+
 def object_text(module: str, members: list[str],
-                unsure: set[str] | frozenset[str] = frozenset()) -> str:
-    """The statement; a member of ``unsure`` is set only where this file has bound it."""
+                unsure: set[str] | frozenset[str] = frozenset(),
+                anchor: str | None = None) -> str:
+    """The statement; a member of ``unsure`` is set only where this file has bound it. With
+    ``anchor`` (upstream's file name of the module), the object is the anchor of its files."""
     body = "".join(f"    {n}={n},\n" for n in members if n not in unsure)
     text = (f'{MODULE_OBJECT} = types.ModuleType("{module}")\n'
             f"{MODULE_OBJECT}.__dict__.update(\n{body})\n")
@@ -82,15 +132,17 @@ def object_text(module: str, members: list[str],
         text += (f"try:  # bound on some paths only\n"
                  f'    {MODULE_OBJECT}.__dict__["{n}"] = {n}\n'
                  "except NameError:\n    pass\n")
-    return text
+    return text + (anchor_text(module, anchor) if anchor else "")
 
 
 def object_source(module: str, members: list[str],
-                  unsure: set[str] | frozenset[str] = frozenset()) -> ModuleSource:
+                  unsure: set[str] | frozenset[str] = frozenset(),
+                  anchor: str | None = None) -> ModuleSource:
     """The statement as a module of its own: one top-level unit spanning all its lines."""
     from nnrag_tui.engine.modsource import ModuleSource, TopStmt
 
-    ms = ModuleSource(object_text(module, members, unsure), f"<module object of {module}>")
+    ms = ModuleSource(object_text(module, members, unsure, anchor),
+                      f"<module object of {module}>")
     ms.stmts = [TopStmt(0, 1, len(ms.lines), KIND, frozenset({MODULE_OBJECT}),
                         ms.stmts[0].node)]
     ms.binders = {MODULE_OBJECT: [0]}
@@ -108,10 +160,15 @@ class ModuleObject:
     unsure: set[str]  # members bound on some paths only
     submodules: frozenset[str]  # members that are submodules: left out unless held
     held: list[str] = field(default_factory=list)  # submodules held as module objects
+    # where it is the anchor of upstream's files: upstream's file name of the module, who
+    # reads its files (``module:line``), and those files (path on disk, path beside the file)
+    anchor: str | None = None
+    reader: str = ""
+    files: list[tuple[str, str]] = field(default_factory=list)
 
     def source(self) -> ModuleSource:
         return object_source(self.module, sorted([n for n, _ in self.members] + self.held),
-                             self.unsure)
+                             self.unsure, self.anchor)
 
     def note(self, name: str) -> str:
         count = len(self.members) + len(self.held)
@@ -119,4 +176,15 @@ class ModuleObject:
         return (f"`{name}` is a module object standing in for {self.module}, which {self.user} "
                 f"uses as a value: it holds the {count} name{'s' if count != 1 else ''} that "
                 "module binds, each inlined or imported here"
-                + (f" ({left} submodule{'s' if left != 1 else ''} left out)" if left else ""))
+                + (f" ({left} submodule{'s' if left != 1 else ''} left out)" if left else "")
+                + (self.anchor_note() if self.anchor else ""))
+
+    def anchor_note(self) -> str:
+        count = len(self.files)
+        shown = ", ".join(rel.split("/", 1)[1] for _, rel in self.files[:4])
+        more = f" and {count - 4} more" if count > 4 else ""
+        return (f"; {self.reader} reads its files through importlib.resources, so it has a "
+                f"spec that points at the folder {self.module} beside this file, where its "
+                f"{count} data file{'s' if count != 1 else ''} go"
+                + (f" ({shown}{more})" if count else "")
+                + " when nnrag writes, saves or validates the file; copy them along with it")

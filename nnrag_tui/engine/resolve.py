@@ -47,10 +47,13 @@ from nnrag_tui.engine.modsource import (
 )
 from nnrag_tui.engine.modulefiles import ModuleFiles, listed, uses_module_file
 from nnrag_tui.engine.moduleobject import (
+    ANCHOR_NAMES,
     MODULE_OBJECT,
     ModuleObject,
+    is_object_key,
     namespace,
     object_key,
+    reads_resources,
     unsure_members,
 )
 from nnrag_tui.engine.parse import resolve_relative
@@ -382,6 +385,45 @@ class _ClosureBuilder:
         self.refs[(node, "types")] = ("ext", imp.identity)
         self.deps.append(Dependency(node, "types", "external", imp.text(), "import", 1.0, True))
 
+    def add_resource_anchors(self) -> None:
+        """A module object that a statement hands to ``importlib.resources`` (audiotools'
+        ``importlib_resources.files(templates)``) becomes the anchor of upstream's files:
+        its lines give it a spec that points at a folder beside the file, and the data files
+        beside upstream's module go there (engine.moduleobject)."""
+        def identity(user: NodeId, name: str) -> str | None:
+            ref = self.refs.get((user, name))
+            return ref[1] if ref is not None and ref[0] == "ext" else None
+
+        for (user, name), ref in sorted(self.refs.items()):
+            if ref[0] != "def" or ref[1] not in self.objects or is_object_key(user[0]):
+                continue
+            obj = self.objects[ref[1]]
+            st = self.modules[user[0]].stmts[user[1]]
+            line = reads_resources(st.node, name, lambda n, u=user: identity(u, n))
+            if obj.anchor is not None or not line:
+                continue
+            node, entry = (ref[1], 0), self.entries[ref[1]]
+            imports = {n: self.add_external(ExternalImport(t.rpartition(".")[0], n, None)
+                                            if "." in t else ExternalImport(t, None, None))
+                       for n, t in ANCHOR_NAMES.items()}
+            held = {n: t for n, t in obj.members if n in imports}
+            if any(t.kind != "external" or t.name != imports[n].identity
+                   for n, t in held.items()):
+                continue  # a member of the same name would be read instead (never seen)
+            for n, imp in imports.items():
+                self._bind(("ext", imp.identity))
+                self.refs[(node, n)] = ("ext", imp.identity)
+                self.deps.append(Dependency(node, n, "external", imp.text(), "import", 1.0,
+                                            True))
+            root = self.r.roots.get(entry.source)
+            folder = os.path.dirname(entry.facts.relpath)
+            files = self.r.module_files.tree(os.path.join(root, folder)) if root else []
+            obj.anchor = os.path.basename(entry.facts.relpath)
+            obj.reader = f"{self.entries[user[0]].module}:{line}"
+            obj.files = [(os.path.join(root, folder, f), f"{obj.module}/{f}") for f in files]
+            self.modules[ref[1]] = obj.source()
+            self.module_files += [f for f in obj.files if f not in self.module_files]
+
     def add_object_chains(self) -> bool:
         """brevitas' ``ops_ste.py`` has ``fn_prefix = brevitas`` (or ``torch``, on another
         path) and calls ``fn_prefix.ops.autograd_ste_ops.round_ste_impl(x)`` in its functions.
@@ -522,6 +564,7 @@ class _ClosureBuilder:
                     | effects.add_op_registrations()):
                 break
         gone = self.bind_local_module_imports()
+        self.add_resource_anchors()
         emptied = handed_lists(self)
         scopes = scope_registries(self)
         for note in location_notes(self, emptied, set(scopes)) + shared_tree_clashes(self):
@@ -634,6 +677,8 @@ class _ClosureBuilder:
         generated file, with none of upstream's files beside it. Said in the header, with the
         files the statements name and where they would have to go."""
         def with_file(n: NodeId) -> bool:
+            if is_object_key(n[0]):  # a module object's own ``__file__`` (anchor_text)
+                return False
             ms = self.modules[n[0]]
             st = ms.stmts[n[1]]
             return "__file__" in ms.stmt_text(st) and uses_module_file(st.node)
