@@ -25,6 +25,13 @@ Usage: python -I bench/differential.py --path SRC [--stub PKG] [--stub-installed
 A job: {"key": "pkg.mod:Name", "file": "/x/Name.py", "call_sites": [...]}; prints one JSON line
 per job: {"key", "verdict", "reason" or what was checked}. Verdicts: same, differs,
 not_comparable, timeout.
+
+A generated file that raises as it imports, where upstream's module imports, is imported
+again alone, in a fresh interpreter set up the same way: the child shares its process with every
+upstream module imported so far, and some refuse company (NeMo's nv-one-logger, a process-wide
+singleton, raises when the generated file configures it a second time). Raising alone too, the
+file differs from upstream (audiotools' module object without a spec raised TypeError in
+``importlib_resources.files()``); importing alone, it is not comparable here.
 """
 
 from __future__ import annotations
@@ -44,6 +51,7 @@ import math
 import os
 import pickle
 import re
+import subprocess
 import sys
 import time
 import types
@@ -157,6 +165,10 @@ class _StubDistribution(importlib.metadata.Distribution):
 # -- one comparison ----------------------------------------------------------------------------
 class _Differs(Exception):
     """The generated block behaves differently from upstream: ``args[0]`` says how."""
+
+
+class _GeneratedImport(Exception):
+    """Upstream's module imported; the generated file raised as it imported: ``args[0]``."""
 
 
 class _NotComparable(Exception):
@@ -398,7 +410,10 @@ def compare(job: dict, blockrun) -> dict:
     if isinstance(upstream_mod, _StubModule) or isinstance(up_cls, _AnyMeta):
         raise _NotComparable(f"upstream {mod_name} is a stand-in here (--stub): there is no "
                              "upstream class to compare with")
-    gen_mod = _load_file(job["file"], f"_nnrag_generated_{qualname.replace('.', '_')}")
+    try:
+        gen_mod = _load_file(job["file"], f"_nnrag_generated_{qualname.replace('.', '_')}")
+    except Exception as exc:  # noqa: BLE001
+        raise _GeneratedImport(f"{type(exc).__name__}: {exc}") from None
     gen_cls = getattr(gen_mod, name)
     try:
         up_sig, gen_sig = inspect.signature(up_cls), inspect.signature(gen_cls)
@@ -687,7 +702,7 @@ def _reproduces(upstream_again, calls, want, torch) -> bool:
 
 
 # -- driver ------------------------------------------------------------------------------------
-def _run_one(job: dict, blockrun, timeout: float) -> dict:
+def _run_one(job: dict, blockrun, timeout: float, setup: list[str]) -> dict:
     def child() -> dict:
         import torch
 
@@ -698,6 +713,8 @@ def _run_one(job: dict, blockrun, timeout: float) -> dict:
             return {"verdict": "differs", "reason": str(exc)[:400]}
         except _NotComparable as exc:
             return {"verdict": "not_comparable", "reason": str(exc)[:400]}
+        except _GeneratedImport as exc:
+            return {"verdict": "generated_import", "reason": str(exc)[:400]}
         except BaseException as exc:  # noqa: BLE001
             return {"verdict": "not_comparable", "reason": f"{type(exc).__name__}: {exc}"[:400]}
 
@@ -706,7 +723,30 @@ def _run_one(job: dict, blockrun, timeout: float) -> dict:
         if status == "timeout":
             return {"verdict": "timeout", "reason": f"over {timeout:.0f} s"}
         return {"verdict": "not_comparable", "reason": f"the child {status}"}
+    if msg.get("verdict") == "generated_import":
+        alone = _import_alone(job["file"], setup, timeout)
+        if alone is None:
+            return {"verdict": "not_comparable", "reason": (
+                "the generated file imports alone, not beside upstream's modules: "
+                f"{msg['reason']}")[:400]}
+        return {"verdict": "differs",
+                "reason": f"upstream's module imports, the generated file raises {alone}"[:400]}
     return msg
+
+
+def _import_alone(path: str, setup: list[str], timeout: float) -> str | None:
+    """None where the file at ``path`` imports in a fresh interpreter set up as this one
+    (``setup``: the command line's sources, stand-ins and blanks), else what it raised."""
+    cmd = [sys.executable, "-I", __file__, *setup, "--import-alone", path]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                              stdin=subprocess.DEVNULL, check=False)
+    except subprocess.TimeoutExpired:
+        return f"nothing: its import alone took over {timeout:.0f} s"
+    lines = proc.stdout.strip().splitlines()
+    if proc.returncode != 0 or not lines:
+        return f"nothing: its import alone ended with status {proc.returncode}"
+    return json.loads(lines[-1]).get("error")
 
 
 def main() -> None:
@@ -719,7 +759,13 @@ def main() -> None:
     ap.add_argument("--blank", action="append", default=[],
                     help="a module to replace by an empty one")
     ap.add_argument("--timeout", type=float, default=60.0)
+    ap.add_argument("--import-alone", metavar="FILE",
+                    help="only import FILE and say whether it raised (see _import_alone)")
     args = ap.parse_args()
+    setup = [*(a for p in args.path for a in ("--path", p)),
+             *(a for p in args.stub for a in ("--stub", p)),
+             *(a for p in args.stub_installed for a in ("--stub-installed", p)),
+             *(a for m in args.blank for a in ("--blank", m))]
     # results go to the real stdout; whatever the corpus prints while it imports or runs
     # (detr, Swin) goes to stderr and cannot break the JSON lines
     results = os.fdopen(os.dup(1), "w")
@@ -741,6 +787,15 @@ def main() -> None:
     sys.path.append(str(ROOT))
     import torch  # noqa: F401  (once, before forking)
 
+    if args.import_alone:
+        try:
+            _load_file(args.import_alone, "_nnrag_generated_alone")
+            print(json.dumps({}), file=results, flush=True)
+        except BaseException as exc:  # noqa: BLE001
+            print(json.dumps({"error": f"{type(exc).__name__}: {exc}"[:300]}), file=results,
+                  flush=True)
+        return
+
     from nnrag_tui.engine import blockrun
 
     for line in jobs:
@@ -752,7 +807,7 @@ def main() -> None:
             importlib.import_module(job["key"].partition(":")[0])
         except BaseException:  # noqa: BLE001  (the child reports it)
             pass
-        res = _run_one(job, blockrun, args.timeout)
+        res = _run_one(job, blockrun, args.timeout, setup)
         res["key"] = job["key"]
         res["s"] = round(time.perf_counter() - t, 3)
         print(json.dumps(res), file=results, flush=True)

@@ -602,3 +602,73 @@ def test_a_nested_class_is_compared_with_upstream_s(tmp_path):
     r = compare(tmp_path, generated.replace("torch.tanh(", "torch.sigmoid("), NESTED,
                 "Builder.Network")
     assert r["verdict"] == "differs", r
+
+
+# audiotools' playback.py reads its templates package's files as it imports; the generated
+# file's module object had no spec, and importlib_resources.files() raised TypeError there
+RESOURCES = '''\
+import importlib.resources
+
+from torch import nn
+
+from . import templates
+
+HEADER = importlib.resources.files(templates).joinpath("header.txt").read_text()
+
+
+class Templated(nn.Module):
+    def forward(self, x):
+        return x * len(HEADER)
+'''
+
+
+def templates_package(tmp_path: Path) -> None:
+    folder = tmp_path / "src" / "pkgd" / "templates"
+    folder.mkdir(parents=True)
+    (folder / "__init__.py").write_text("")
+    (folder / "header.txt").write_text("abc")
+
+
+def test_a_generated_file_that_raises_as_it_imports_where_upstream_s_does_not_differs(
+        tmp_path):
+    templates_package(tmp_path)
+    spec_less = RESOURCES.replace("from . import templates\n", (
+        "import types\n\ntemplates = types.ModuleType('pkgd.templates')\n"))
+    r = compare(tmp_path, spec_less, upstream=RESOURCES, name="Templated")
+    assert r["verdict"] == "differs", r
+    assert r["reason"].startswith("upstream's module imports, the generated file raises "
+                                  "AttributeError"), r  # the spec files() asks for is None
+    # the same file with a spec that finds the package's files beside it: the same
+    (tmp_path / "templates").mkdir()
+    (tmp_path / "templates" / "header.txt").write_text("abc")
+    anchored = spec_less.replace("HEADER =", (
+        "templates.__spec__ = __import__('importlib.util').util.spec_from_file_location(\n"
+        "    'pkgd.templates', __file__.replace('Templated.py', 'templates/__init__.py'))\n"
+        "HEADER ="))
+    assert compare(tmp_path, anchored, upstream=RESOURCES, name="Templated")["verdict"] == \
+        "same"
+
+
+# NeMo's nv-one-logger is a process-wide singleton that refuses a second configuration: the
+# generated file configures it again beside upstream's module, which the harness imported first
+SINGLETON = '''\
+CONFIGURED = []
+
+
+def configure():
+    if CONFIGURED:
+        raise RuntimeError("the logger is configured already")
+    CONFIGURED.append(True)
+'''
+
+
+def test_a_generated_file_that_imports_alone_but_not_beside_upstream_is_not_comparable(
+        tmp_path):
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "one_logger.py").write_text(SINGLETON)
+    upstream = UPSTREAM.replace("import torch\n", "import one_logger\nimport torch\n").replace(
+        "\n\nclass Stamped", "\none_logger.configure()\n\n\nclass Stamped")
+    r = compare(tmp_path, upstream, upstream=upstream)
+    assert r["verdict"] == "not_comparable", r
+    assert r["reason"] == ("the generated file imports alone, not beside upstream's modules: "
+                           "RuntimeError: the logger is configured already"), r
