@@ -386,7 +386,7 @@ def test_a_package_read_through_importlib_resources_brings_its_files(tmp_path):
     pytest.importorskip("importlib_resources")
     root = write_tree(tmp_path / "repo", {
         "rpkg/__init__.py": "",
-        "rpkg/templates/__init__.py": "",
+        "rpkg/templates/__init__.py": "import os\n\nSEP = os.sep\n",
         "rpkg/templates/scale.txt": "3.0\n",
         "rpkg/templates/extra/shift.txt": "0.5\n",
         "rpkg/other/__init__.py": "from . import ops\n",
@@ -418,3 +418,4 @@ def test_a_package_read_through_importlib_resources_brings_its_files(tmp_path):
     assert 'ops.__spec__' not in code and not (out / "rpkg.other").exists()
     # the anchor is a package, as upstream's is: ``files()`` of the stdlib refuses a module
     assert mod.templates.__path__ == [str(out / "rpkg.templates")]
+    assert mod.templates.os is mod.os  # what the package binds, as upstream's holds it

@@ -394,23 +394,21 @@ class _ClosureBuilder:
             ref = self.refs.get((user, name))
             return ref[1] if ref is not None and ref[0] == "ext" else None
 
+        wanted = {n: ExternalImport(t.rpartition(".")[0], n, None) if "." in t else
+                  ExternalImport(t, None, None) for n, t in ANCHOR_NAMES.items()}
         for (user, name), ref in sorted(self.refs.items()):
-            if ref[0] != "def" or ref[1] not in self.objects or is_object_key(user[0]):
+            if ref[0] != "def" or ref[1] not in self.objects or is_object_key(user[0]) or \
+                    self.objects[ref[1]].anchor is not None:
                 continue
             obj = self.objects[ref[1]]
             st = self.modules[user[0]].stmts[user[1]]
             line = reads_resources(st.node, name, lambda n, u=user: identity(u, n))
-            if obj.anchor is not None or not line:
-                continue
+            if not line or any(t.kind != "external" or t.name != wanted[n].identity
+                               for n, t in obj.members if n in wanted):
+                continue  # (a member named ``os`` that is not os would be read instead)
             node, entry = (ref[1], 0), self.entries[ref[1]]
-            imports = {n: self.add_external(ExternalImport(t.rpartition(".")[0], n, None)
-                                            if "." in t else ExternalImport(t, None, None))
-                       for n, t in ANCHOR_NAMES.items()}
-            held = {n: t for n, t in obj.members if n in imports}
-            if any(t.kind != "external" or t.name != imports[n].identity
-                   for n, t in held.items()):
-                continue  # a member of the same name would be read instead (never seen)
-            for n, imp in imports.items():
+            for n, imp in wanted.items():
+                imp = self.add_external(imp)
                 self._bind(("ext", imp.identity))
                 self.refs[(node, n)] = ("ext", imp.identity)
                 self.deps.append(Dependency(node, n, "external", imp.text(), "import", 1.0,
