@@ -589,6 +589,7 @@ class _ClosureBuilder:
         self.note_namespace_readers(nodes)
         self.note_subclass_readers(nodes)
         self.effects.note_imports_by_name(nodes)
+        self.effects.note_undefined_ops(nodes)
         crlf = sorted({self.entries[n[0]].facts.relpath for n in nodes
                        if self.modules[n[0]].crlf})
         if crlf:

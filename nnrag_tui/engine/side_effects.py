@@ -68,6 +68,8 @@ class SideEffects:
         self._ops_scanned = 0  # how much of the builder's ``order`` add_op_registrations read
         # operator -> the statements registering something for it, and whether each defines it
         self._op_nodes: dict[str, list[tuple[NodeId, bool]]] = {}
+        # operator no statement of the reader's repository defines by name -> its readers
+        self.undefined_ops: dict[str, list[NodeId]] = {}
         self.patches: dict[BindKey, list[NodeId]] = {}  # definition -> statements changing it
         # modules imported by computed name (engine.dynimport) -> the statement importing them
         self.by_name: dict[tuple[str, str], str] = {}
@@ -590,6 +592,32 @@ class SideEffects:
                 "registries this block reads: their registrations are inlined, from "
                 f"{', '.join(names)}")
 
+    def note_undefined_ops(self, nodes: list[NodeId]) -> None:
+        """Operators read as ``torch.ops.NS.OP`` that no statement of the reader's repository
+        defines by name: upstream, its compiled extension defines them (torchvision's
+        ``nms``), or a helper that builds the name (spikingjelly's ``_register_dispatch(
+        "sj_lif", ...)``). Here they exist only where that has run: said in the header, as a
+        read at import then raises AttributeError."""
+        included = set(nodes)
+        parts = []
+        for op, readers in sorted(self.undefined_ops.items()):
+            where = sorted({(self.b.entries[k].facts.relpath, self.b.modules[k].stmts[i].line)
+                            for k, i in readers if (k, i) in included})
+            if where:
+                more = f" and {len(where) - 1} more" if len(where) > 1 else ""
+                parts.append(f"{op} ({where[0][0]}:{where[0][1]}{more})")
+        if parts:
+            many = len(parts) > 1
+            shown = ", ".join(parts[:4]) + (f" and {len(parts) - 4} more" if len(parts) > 4
+                                            else "")
+            self.b.notes.append(
+                f"the torch operator{'s' if many else ''} {shown} "
+                f"{'are' if many else 'is'} defined by no statement that names "
+                f"{'them' if many else 'it'}: upstream, a compiled extension or a helper that "
+                f"builds the name defines {'them' if many else 'it'}, so here "
+                f"{'they exist' if many else 'it exists'} only once that has run (the package "
+                f"that defines {'them' if many else 'it'} installed and imported)")
+
     def add_op_registrations(self) -> bool:
         """The statements registering the torch operators that included statements read as
         ``torch.ops.NS.OP`` (engine.torchops), from the reader's repository; each goes before
@@ -610,6 +638,7 @@ class SideEffects:
                 if not any(defines for _, _, defines in found):
                     # (torchvision's ``register_fake("torchvision::nms")`` is for an operator
                     # its compiled extension defines: without that, registering it fails)
+                    self.undefined_ops.setdefault(op, []).append(node)
                     continue
                 name = f"torch.ops.{op.replace('::', '.')}"
                 regs = self._op_nodes.get(op)
