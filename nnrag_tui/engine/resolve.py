@@ -394,11 +394,14 @@ class _ClosureBuilder:
             ref = self.refs.get((user, name))
             return ref[1] if ref is not None and ref[0] == "ext" else None
 
+        if not self.objects:
+            return
         wanted = {n: ExternalImport(t.rpartition(".")[0], n, None) if "." in t else
                   ExternalImport(t, None, None) for n, t in ANCHOR_NAMES.items()}
-        for (user, name), ref in sorted(self.refs.items()):
-            if ref[0] != "def" or ref[1] not in self.objects or is_object_key(user[0]) or \
-                    self.objects[ref[1]].anchor is not None:
+        readers = sorted((use, ref) for use, ref in self.refs.items() if ref[0] == "def"
+                         and ref[1] in self.objects and not is_object_key(use[0][0]))
+        for (user, name), ref in readers:
+            if self.objects[ref[1]].anchor is not None:
                 continue
             obj = self.objects[ref[1]]
             st = self.modules[user[0]].stmts[user[1]]
