@@ -271,6 +271,15 @@ MUST = {
         # "sj_lif", ...)``) exists only once that has run: the header says so
         ("# note: the torch operator nnrag_golden_ext::fast (opspkg/net.py:9) is defined by no "
          "statement that names it")],
+    # a module upstream imports right in a module-level ``if`` (NeMo's ``if TRITON_AVAILABLE:
+    # from .ngram_lm_triton import ...``) runs inside it, its import of a package that may be
+    # missing with it; two modules imported by one ``try``, the second built on the first
+    # (NeMo's graph_transducer and w_transducer on k2), both go inside that ``try``
+    ("guarded_if_module", "Net"): [
+        "if KERNELS_AVAILABLE:\n    import nnrag_missing_triton as triton\n\n\n    @triton.jit\n",
+        "try:\n    import nnrag_missing_k2 as k2\n\n\n    class GraphLoss_graph(nn.Module):",
+        "    class WeightedGraphLoss_weighted(GraphLoss_graph):",
+        "gipkg/kernels.py runs inside this `if`, indented, where upstream imports it"],
     # a corpus module imported inside a function, where the file has its module object
     # already (deepspeed's ``from deepspeed import comm as dist`` in ``get_dist_msg``)
     ("local_module_object", "Net"): ["    dist = comm\n\n    return f\"[{dist.get_rank()}]"],

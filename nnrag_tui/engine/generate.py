@@ -149,7 +149,7 @@ def _statement_texts(closure: Closure, nests: dict[NodeId, list[NestedModule]],
     for found in nests.values():
         for m in found:
             where = f"{closure.entries[m.site[0]].facts.relpath}:{closure.stmt(m.site).line}"
-            notes.update((n, f"indented, inside the `try` of {where}") for n in m.nodes)
+            notes.update((n, f"indented, inside the `{m.guard}` of {where}") for n in m.nodes)
     last: dict[NodeId, LazyGroup] = {}
     for g in groups:
         last[g.nodes[-1]] = g
@@ -207,6 +207,10 @@ def _nested_code(closure: Closure, m: NestedModule | LazyGroup,
 def _nested_note(closure: Closure, m: NestedModule) -> str:
     relpath = closure.entries[m.module].facts.relpath
     packages = sorted({closure.externals[i].module.split(".")[0] for i in m.externals})
+    if m.guard == "if":
+        return (f"{relpath} runs inside this `if`, indented, where upstream imports it: only "
+                f"where the condition holds, as upstream's import (it imports "
+                f"{', '.join(packages)})")
     return (f"{relpath} runs inside this `try`, indented, where upstream imports it: without "
             f"{', '.join(packages)}, its import fails here too and the fallback holds")
 

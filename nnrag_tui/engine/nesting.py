@@ -15,6 +15,13 @@ one level. That is what upstream's import does, step by step: without the packag
 raises ImportError before any of the module's definitions exist, and the fallback holds. Lines
 inside a multi-line string keep their text (engine.rewrite.indented).
 
+The same holds for an import right in the body of a module-level ``if`` (NeMo's
+``ngram_lm_batched.py``: ``if TRITON_AVAILABLE: import triton; from .ngram_lm_triton import
+ngram_advance_triton_kernel``, and ``ngram_lm_triton.py`` starts with ``import triton``):
+upstream runs the module only where the condition holds, so its statements go inside that
+``if``, and without triton the file imports as upstream's module does. ``if TYPE_CHECKING:``
+is no such guard: what it imports never runs.
+
 A module upstream imports only inside functions, that is, when they are first called
 (deepspeed's ``LinearOp.__init__`` has ``from deepspeed.ops.transformer.inference.triton.ops
 import linear_func``, in several functions of several modules, and the kernel modules behind
@@ -46,6 +53,7 @@ class NestedModule:
     module: tuple[str, str]  # the module emitted there
     nodes: list[NodeId]  # its statements, in emission order
     externals: list[str]  # identities of the external imports that go there too
+    guard: str = "try"  # the statement it goes into: ``try`` or ``if``
 
 
 @dataclass
@@ -99,18 +107,30 @@ def _guarded_modules(closure: Closure) -> list[NestedModule]:
             if n[0] != d.user[0]:
                 readers.setdefault(n[0], set()).add(d.user)
     position = {n: i for i, n in enumerate(closure.nodes)}
-    found: list[NestedModule] = []
+    found: dict[tuple[str, str], NestedModule] = {}
     for module, where in sorted(sites.items()):
         if len(where) != 1 or module == (closure.block.source, closure.block.module):
             continue
         ((site, line),) = where
-        if readers.get(module, set()) - {site} or not _caught(closure, site, line):
-            continue
+        guard = _guard(closure, site, line)
         nodes = [n for n in closure.nodes if n[0] == module]
-        if any(position[n] > position[site] for n in nodes):
+        if guard is None or any(position[n] > position[site] for n in nodes):
             continue  # (what they need then comes after the guard too)
-        found.append(NestedModule(site, line, module, nodes, []))
-    return found
+        found[module] = NestedModule(site, line, module, nodes, [], guard)
+    # read by nothing else than its import, or by modules imported further down the same
+    # statement (NeMo's ``try: from .graph_transducer import GraphRnntLoss; from
+    # .w_transducer import GraphWTransducerLoss``, whose module imports the first)
+    changed = True
+    while changed:
+        changed = False
+        for module, m in sorted(found.items()):
+            for r in readers.get(module, set()) - {m.site}:
+                later = found.get(r[0])
+                if later is None or later.site != m.site or later.line <= m.line:
+                    del found[module]
+                    changed = True
+                    break
+    return list(found.values())
 
 
 def _lazy_groups(closure: Closure, guarded: set[tuple[str, str]],
@@ -194,10 +214,12 @@ def _may_be_missing(module: str) -> bool:
     return top not in STDLIB and top not in ALWAYS_EXTERNAL
 
 
-def _caught(closure: Closure, site: NodeId, line: int) -> bool:
-    """Whether the import on ``line`` of the statement ``site`` runs as the module runs, alone
-    on its lines, right in the body of a ``try`` that catches ImportError: the imported
-    module's statements can go right there. Not in a function or a class body."""
+def _guard(closure: Closure, site: NodeId, line: int) -> str | None:
+    """``"try"`` where the import on ``line`` of the statement ``site`` is right in the body of
+    a ``try`` that catches ImportError, ``"if"`` where it is right in a branch of an ``if``
+    (not ``if TYPE_CHECKING:``), each run as the module runs and the import alone on its lines:
+    the imported module's statements can go right there. Else None. Not in a function or a
+    class body."""
     ms = closure.modules[site[0]]
     stack: list[ast.AST] = [ms.stmts[site[1]].node]
     while stack:
@@ -205,13 +227,25 @@ def _caught(closure: Closure, site: NodeId, line: int) -> bool:
         if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
             continue
         stack.extend(ast.iter_child_nodes(node))
-        if not isinstance(node, ast.Try):
+        if isinstance(node, ast.Try):
+            kind, bodies = "try", [node.body]
+        elif isinstance(node, ast.If) and not _type_checking(node.test):
+            kind, bodies = "if", [node.body, node.orelse]
+        else:
             continue
-        for st in node.body:
+        for st in (st for body in bodies for st in body):
             if isinstance(st, (ast.Import, ast.ImportFrom)) and st.lineno == line:
-                return any(_catches(h.type) for h in node.handlers) and \
-                    not ms.lines[line - 1][:st.col_offset].strip()
-    return False
+                alone = not ms.lines[line - 1][:st.col_offset].strip()
+                if kind == "try":
+                    return "try" if alone and any(_catches(h.type) for h in node.handlers) \
+                        else None
+                return "if" if alone else None
+    return None
+
+
+def _type_checking(test: ast.expr) -> bool:
+    return any(isinstance(n, ast.Name) and n.id == "TYPE_CHECKING" or
+               isinstance(n, ast.Attribute) and n.attr == "TYPE_CHECKING" for n in ast.walk(test))
 
 
 def _catches(expr: ast.expr | None) -> bool:
