@@ -54,6 +54,7 @@ class NestedModule:
     nodes: list[NodeId]  # its statements, in emission order
     externals: list[str]  # identities of the external imports that go there too
     guard: str = "try"  # the statement it goes into: ``try`` or ``if``
+    branch: tuple[int, int] = (0, 0)  # that statement's line, and 0 for its body, 1 for else
 
 
 @dataclass
@@ -116,17 +117,18 @@ def _guarded_modules(closure: Closure) -> list[NestedModule]:
         nodes = [n for n in closure.nodes if n[0] == module]
         if guard is None or any(position[n] > position[site] for n in nodes):
             continue  # (what they need then comes after the guard too)
-        found[module] = NestedModule(site, line, module, nodes, [], guard)
+        found[module] = NestedModule(site, line, module, nodes, [], *guard)
     # read by nothing else than its import, or by modules imported further down the same
-    # statement (NeMo's ``try: from .graph_transducer import GraphRnntLoss; from
-    # .w_transducer import GraphWTransducerLoss``, whose module imports the first)
+    # branch of the same statement (NeMo's ``try: from .graph_transducer import GraphRnntLoss;
+    # from .w_transducer import GraphWTransducerLoss``, whose module imports the first)
     changed = True
     while changed:
         changed = False
         for module, m in sorted(found.items()):
             for r in readers.get(module, set()) - {m.site}:
                 later = found.get(r[0])
-                if later is None or later.site != m.site or later.line <= m.line:
+                if later is None or (later.site, later.branch) != (m.site, m.branch) or \
+                        later.line <= m.line:
                     del found[module]
                     changed = True
                     break
@@ -214,12 +216,13 @@ def _may_be_missing(module: str) -> bool:
     return top not in STDLIB and top not in ALWAYS_EXTERNAL
 
 
-def _guard(closure: Closure, site: NodeId, line: int) -> str | None:
+def _guard(closure: Closure, site: NodeId, line: int
+           ) -> tuple[str, tuple[int, int]] | None:
     """``"try"`` where the import on ``line`` of the statement ``site`` is right in the body of
     a ``try`` that catches ImportError, ``"if"`` where it is right in a branch of an ``if``
     (not ``if TYPE_CHECKING:``), each run as the module runs and the import alone on its lines:
-    the imported module's statements can go right there. Else None. Not in a function or a
-    class body."""
+    the imported module's statements can go right there. With the branch (the guard's line, 0
+    for its body, 1 for its ``else``). Else None. Not in a function or a class body."""
     ms = closure.modules[site[0]]
     stack: list[ast.AST] = [ms.stmts[site[1]].node]
     while stack:
@@ -233,13 +236,15 @@ def _guard(closure: Closure, site: NodeId, line: int) -> str | None:
             kind, bodies = "if", [node.body, node.orelse]
         else:
             continue
-        for st in (st for body in bodies for st in body):
-            if isinstance(st, (ast.Import, ast.ImportFrom)) and st.lineno == line:
+        for i, body in enumerate(bodies):
+            for st in body:
+                if not (isinstance(st, (ast.Import, ast.ImportFrom)) and st.lineno == line):
+                    continue
                 alone = not ms.lines[line - 1][:st.col_offset].strip()
-                if kind == "try":
-                    return "try" if alone and any(_catches(h.type) for h in node.handlers) \
-                        else None
-                return "if" if alone else None
+                if not alone or kind == "try" and not any(_catches(h.type)
+                                                          for h in node.handlers):
+                    return None
+                return kind, (node.lineno, i)
     return None
 
 
