@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from nnrag_tui.engine.flow import definitely_bound
+from nnrag_tui.engine.modulefiles import MAX_SHOWN
 
 if TYPE_CHECKING:  # the app's tree view reads KIND without loading the resolver's modules
     from nnrag_tui.engine.bindings import Target
@@ -181,8 +182,8 @@ class ModuleObject:
 
     def anchor_note(self) -> str:
         count = len(self.files)
-        shown = ", ".join(rel.split("/", 1)[1] for _, rel in self.files[:4])
-        more = f" and {count - 4} more" if count > 4 else ""
+        shown = ", ".join(rel.split("/", 1)[1] for _, rel in self.files[:MAX_SHOWN])
+        more = f" and {count - MAX_SHOWN} more" if count > MAX_SHOWN else ""
         return (f"; {self.reader} reads its files through importlib.resources, so it has a "
                 f"spec that points at the folder {self.module} beside this file, where its "
                 f"{count} data file{'s' if count != 1 else ''} go"

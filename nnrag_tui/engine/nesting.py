@@ -41,6 +41,7 @@ from dataclasses import dataclass
 
 from nnrag_tui.engine.closure import ALWAYS_EXTERNAL, Closure, NodeId
 from nnrag_tui.engine.moduleobject import is_object_key
+from nnrag_tui.engine.parse import is_type_checking
 from nnrag_tui.engine.provenance import STDLIB
 
 _CATCHES_IMPORT_ERROR = {"ImportError", "ModuleNotFoundError", "Exception", "BaseException"}
@@ -232,7 +233,7 @@ def _guard(closure: Closure, site: NodeId, line: int
         stack.extend(ast.iter_child_nodes(node))
         if isinstance(node, ast.Try):
             kind, bodies = "try", [node.body]
-        elif isinstance(node, ast.If) and not _type_checking(node.test):
+        elif isinstance(node, ast.If) and not is_type_checking(node.test):
             kind, bodies = "if", [node.body, node.orelse]
         else:
             continue
@@ -246,11 +247,6 @@ def _guard(closure: Closure, site: NodeId, line: int
                     return None
                 return kind, (node.lineno, i)
     return None
-
-
-def _type_checking(test: ast.expr) -> bool:
-    return any(isinstance(n, ast.Name) and n.id == "TYPE_CHECKING" or
-               isinstance(n, ast.Attribute) and n.attr == "TYPE_CHECKING" for n in ast.walk(test))
 
 
 def _catches(expr: ast.expr | None) -> bool:

@@ -182,7 +182,8 @@ def _unparse(node: ast.AST) -> str:
         return "<expr>"
 
 
-def _is_type_checking(test: ast.expr) -> bool:
+def is_type_checking(test: ast.expr) -> bool:
+    """Whether an ``if`` tests ``TYPE_CHECKING``: what it guards never runs."""
     return dotted(test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING", "t.TYPE_CHECKING")
 
 
@@ -229,7 +230,7 @@ class _Gatherer:
         elif isinstance(st, ast.Expr):
             self.all_extend(st)
         elif isinstance(st, ast.If):
-            kind = "type_checking" if _is_type_checking(st.test) else "if"
+            kind = "type_checking" if is_type_checking(st.test) else "if"
             g = guard if guard.kind else Guard(kind, st.lineno, st.end_lineno or st.lineno,
                                                _unparse(st.test))
             if not is_main_guard(st):  # what only a script run binds is no definition

@@ -405,7 +405,7 @@ class _ClosureBuilder:
                 continue
             obj = self.objects[ref[1]]
             st = self.modules[user[0]].stmts[user[1]]
-            line = reads_resources(st.node, name, lambda n, u=user: identity(u, n))
+            line = reads_resources(st.node, name, lambda n: identity(user, n))
             if not line or any(t.kind != "external" or t.name != wanted[n].identity
                                for n, t in obj.members if n in wanted):
                 continue  # (a member named ``os`` that is not os would be read instead)
