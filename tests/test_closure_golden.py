@@ -21,6 +21,7 @@ from __future__ import annotations
 import ast
 import importlib
 import importlib.util
+import inspect
 import os
 import shutil
 import subprocess
@@ -107,7 +108,7 @@ MUST = {
                                'cfg: Optional["NetConfig"] = None'],
     # every import of the guard is inlined: a block cannot be empty (peft's mapping.py)
     ("type_checking", "Registered"): ["if TYPE_CHECKING:\n    pass\n",
-                                      "CONFIGS: dict[str, type[NetConfig]] = {}",
+                                      "CONFIGS: 'dict[str, type[NetConfig]]' = {}",
                                       # never runs, and nothing here reads it
                                       "guarded import of `Net` dropped (unused)"],
     # read only inside the guard itself, by overloads Python never runs
@@ -156,7 +157,7 @@ MUST = {
     # an annotation under ``from __future__ import annotations`` is never evaluated: no
     # load-time cycle, so each class comes after its base and the dict after both
     ("lazy_annotations", "Net"): [
-        ("class ProductGroup(Group):\n    def twin(self) -> ProductGroup:\n"
+        ("class ProductGroup(Group):\n    def twin(self) -> 'ProductGroup':\n"
          "        return groups[\"DoubleGroup\"](self.width)\n\n\nclass DoubleGroup("),
         "\n\n\ngroups = {ProductGroup.__name__"],
     # a class above a registration into its metaclass's cache did not need it to load: the
@@ -345,9 +346,15 @@ MUST = {
         "    import nnrag_missing_accel as nnrag_missing_accel_acts  # optional kernels",
         "            return nnrag_missing_accel_acts.act(x)\n",
         "guarded import of `nnrag_missing_accel` binds `nnrag_missing_accel_acts` (renamed)"],
+    # fmpkg/lazy.py has ``from __future__ import annotations``, fmpkg/net.py evaluates its
+    # annotations as it imports (a kernel built with ``typing.get_type_hints``): no such
+    # import in the file, and lazy.py's annotations are the strings it makes of them
     ("future_mix", "Net"): [
-        "from __future__ import annotations\n",
-        "the annotations of definitions from fmpkg/net.py are strings here"],
+        "    def __init__(self, factor: 'float' = 2.0) -> 'None':\n",
+        "    def gain(x: dtype) -> dtype:\n",
+        "fmpkg/lazy.py:6: annotations written as the strings upstream's `from __future__ "
+        "import annotations` makes of them",
+        "definitions from fmpkg/net.py evaluate their annotations"],
     ("conditional_rebind", "Net"): [
         "import json\nimport os\n", "def pair(x):\n    return (x, x)\n",
         "except ImportError:\n    pass\n",
@@ -426,6 +433,7 @@ HEADER_MUST_NOT = {
     ("call_time", "Configured"): ["circular"],
 }
 MUST_NOT = {
+    ("future_mix", "Net"): ["from __future__"],
     # what only a script run binds or changes: not upstream's module as imported
     ("main_guard", "Net"): ["__main__", "argparse", "class Probe", "lambda self"],
     ("relative", "Net"): ["unused_helper", "NotNeeded", "from .", "sibling."],
@@ -692,6 +700,28 @@ def test_modules_imported_inside_functions_fail_where_upstream_s_do(extracted, t
                     net(x)
     finally:
         forget_upstream("lgpkg")
+
+
+def test_annotations_are_what_upstream_s_modules_make_of_them(extracted, tmp_path):
+    """One module with ``from __future__ import annotations`` and one without: each
+    definition's annotations are what its own module makes of them, strings or objects, so
+    the kernel the other module builds as it imports (``typing.get_type_hints`` on a type
+    only its closure binds) is built, and a user's ``inspect.signature`` reads as upstream."""
+    res, _, repo = extracted("future_mix", "Net")
+    assert res.ok, res.error
+    mod = load_generated(res, tmp_path, "_golden_future_mix")
+    try:
+        up_mod = import_upstream(repo, "fmpkg.net")
+        for name in ("Net", "Scale"):
+            ours, theirs = getattr(mod, name), getattr(up_mod, name)
+            for method in ("__init__", "forward"):
+                assert inspect.signature(getattr(ours, method)) == \
+                    inspect.signature(getattr(theirs, method)), (name, method)
+        assert inspect.signature(mod.Net).parameters["dim"].annotation is int
+        assert inspect.signature(mod.Scale).parameters["factor"].annotation == "float"
+        assert mod.GAIN.arg_types == up_mod.GAIN.arg_types == {"x": float, "return": float}
+    finally:
+        forget_upstream("fmpkg")
 
 
 def test_an_operator_the_block_reads_is_registered_in_a_fresh_process(extracted, tmp_path):

@@ -103,6 +103,9 @@ class Closure:
     registry_scopes: dict[NodeId, str | None] = field(default_factory=dict)
     # the packages imported, never inlined: torch and the sources marked external
     imported_packages: frozenset[str] = ALWAYS_EXTERNAL
+    # modules whose ``from __future__ import annotations`` the file cannot have (others'
+    # definitions evaluate their annotations): their annotations are written as strings
+    quoted_annotations: frozenset[tuple[str, str]] = frozenset()
 
     def stmt(self, node: NodeId) -> TopStmt:
         return self.modules[node[0]].stmts[node[1]]

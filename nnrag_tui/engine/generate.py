@@ -279,7 +279,7 @@ def _statement_text(closure: Closure, node: NodeId, refs: list[tuple[str, tuple]
         text, pinned = pin_scope(text, scope)
         listed += pinned
     out, log = rewrite_statement(text, renames, chains, ImportEdits(guarded, unsure, nested or {}),
-                                 early, home)
+                                 early, home, quote=node[0] in closure.quoted_annotations)
     return out, [*listed, *log]
 
 

@@ -572,6 +572,28 @@ def string_annotation_exprs(node: ast.AST):
     return _parsed_strings(_annotations(node))
 
 
+def evaluates_annotations(node: ast.stmt) -> bool:
+    """Whether the statement, or a function or class it defines once that runs, evaluates an
+    annotation where its module has no ``from __future__ import annotations``: a parameter's
+    or a return's, or a variable's in a module or class body (a local variable's never is)."""
+    stack: list[tuple[ast.AST, bool]] = [(node, False)]
+    while stack:
+        n, in_function = stack.pop()
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            a = n.args
+            if n.returns is not None or any(
+                    x.annotation is not None for x in [*a.posonlyargs, *a.args, *a.kwonlyargs,
+                                                       a.vararg, a.kwarg] if x is not None):
+                return True
+            in_function = True
+        elif isinstance(n, ast.ClassDef):
+            in_function = False
+        elif isinstance(n, ast.AnnAssign) and not in_function:
+            return True
+        stack.extend((c, in_function) for c in ast.iter_child_nodes(n))
+    return False
+
+
 def annotation_strings(ann: ast.expr):
     """String constants in an annotation that are forward references (not ``Literal`` values)."""
     stack = [ann]

@@ -44,6 +44,7 @@ from nnrag_tui.engine.modsource import (
     TopStmt,
     bound_only_by_imports,
     demangled,
+    evaluates_annotations,
 )
 from nnrag_tui.engine.modulefiles import ModuleFiles, listed, uses_module_file
 from nnrag_tui.engine.moduleobject import (
@@ -582,7 +583,9 @@ class _ClosureBuilder:
             for f in self.modules[key].future:
                 if f not in future:
                     future.append(f)
-        self.note_lazy_annotations(nodes, future)
+        quoted = self.quoted_annotations(nodes, future)
+        if quoted:
+            future.remove("annotations")
         self.note_unindexed_imports()
         self.note_assumed_externals(nodes)
         self.note_configured_externals()
@@ -603,22 +606,33 @@ class _ClosureBuilder:
                        self.externals, out_names, self.refs, self.chains, self.guarded,
                        self.unresolved, self.notes, sorted(future), self.early_refs,
                        self.module_files, self.unsure, emptied, scopes,
-                       self.r.external_packages)
+                       self.r.external_packages, quoted)
 
-    def note_lazy_annotations(self, nodes: list[NodeId], future: list[str]) -> None:
-        """One file has one ``from __future__ import annotations``: definitions from modules
-        without it get lazy (string) annotations too, which a user sees in
-        ``inspect.signature``; said in the header."""
+    def quoted_annotations(self, nodes: list[NodeId],
+                           future: list[str]) -> frozenset[tuple[str, str]]:
+        """One file has one ``from __future__ import annotations``, which makes every
+        annotation in it a string. Where a definition from a module without it evaluates
+        annotations (torchmd-net's warp kernels, ``X: wp.array(dtype=dtype_wp)`` in a function
+        that binds ``dtype_wp``, built as the module imports; ``inspect.signature``), the file
+        has no such import, and the annotations of the definitions from the modules with it
+        are written as the strings it makes of them upstream: the modules returned. Said in
+        the header."""
         if "annotations" not in future:
-            return
+            return frozenset()
         eager = sorted({self.entries[n[0]].facts.relpath for n in nodes
                         if "annotations" not in self.modules[n[0]].future
-                        and self.modules[n[0]].stmts[n[1]].kind in ("class", "function")})
-        if eager:
-            self.notes.append(
-                "`from __future__ import annotations` applies to the whole file: the "
-                f"annotations of definitions from {', '.join(eager)} are strings here, not "
-                "evaluated objects (typing.get_type_hints resolves them)")
+                        and evaluates_annotations(self.modules[n[0]].stmts[n[1]].node)})
+        if not eager:
+            return frozenset()
+        lazy = {n[0] for n in nodes if "annotations" in self.modules[n[0]].future}
+        shown = sorted({self.entries[k].facts.relpath for k in lazy})
+        self.notes.append(
+            "no `from __future__ import annotations` here, though "
+            f"{', '.join(shown)} {'has' if len(shown) == 1 else 'have'} it upstream: "
+            f"definitions from {', '.join(eager)} evaluate their annotations, so the "
+            "annotations of the others are written as the strings it makes of them "
+            "(listed under rewrites)")
+        return frozenset(lazy)
 
     def note_deferred_modules(self, nodes: list[NodeId]) -> None:
         """A module upstream imports only inside functions (whisper's ``timing.py``: ``def

@@ -6,7 +6,10 @@ definition is inlined under its own name), turning ``mod.X`` into ``X`` when ``m
 module whose ``X`` is inlined (into ``globals()["X"]`` where a function or class body stores
 into it: there ``mod.X = v`` sets the module's global, and ``X = v`` would bind a local), and
 replacing a guarded import of a corpus name, or one inside a function, with an assignment (or
-nothing, when the inlined name is the bound one). Only names that resolve to the module scope
+nothing, when the inlined name is the bound one). A fourth is asked for where a file mixes
+modules with and without ``from __future__ import annotations`` (``quote``): the annotations
+of a statement from a module with it are written as the strings that import makes of them
+upstream, since the file cannot have it (engine.resolve). Only names that resolve to the module scope
 are touched, never a local, a parameter, an attribute or a keyword argument: each ``Name`` is
 judged by CPython's own ``symtable`` for the scope it sits in, and edits are spliced at the
 exact positions ``ast`` reports. (libcst's scope analysis did the same at about 200 ms per
@@ -32,6 +35,10 @@ SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, ast.L
           ast.SetComp, ast.DictComp, ast.GeneratorExp)
 _TABLE_NAME = {ast.Lambda: "lambda", ast.ListComp: "listcomp", ast.SetComp: "setcomp",
                ast.DictComp: "dictcomp", ast.GeneratorExp: "genexpr"}
+
+
+QUOTED = ("annotations written as the strings upstream's `from __future__ import annotations` "
+          "makes of them")
 
 
 @dataclass(frozen=True)
@@ -63,6 +70,7 @@ def rewrite_statement(
     imports: ImportEdits | None = None,
     early: dict[str, str] | None = None,
     home: tuple[str, bool] | None = None,
+    quote: bool = False,
 ) -> tuple[str, list[str]]:
     """Returns the rewritten text and one line per rewrite made. ``imports`` says what becomes
     of its imports of corpus names (``ImportEdits``). ``early`` renames the reads that run
@@ -70,24 +78,27 @@ def rewrite_statement(
     default, a right-hand side), which ``renames`` would otherwise give the statement's own
     name. ``home`` is the statement's module and whether it is a package: a relative import
     kept in the statement (inside a function, or a kept ``try``) becomes absolute, since the
-    file has no package."""
+    file has no package. ``quote``: every annotation the statement evaluates (``QUOTED``)
+    becomes the string ``from __future__ import annotations`` makes of it upstream."""
     imports = imports or ImportEdits()
     early = early or {}
     if home is not None and not _RELATIVE.search(text):
         home = None
-    if not renames and not chains and not imports.guarded and not early and home is None:
+    if not renames and not chains and not imports.guarded and not early and home is None \
+            and not quote:
         return text, []
     out, log = _cached(text, tuple(sorted(renames.items())), tuple(sorted(chains.items())),
-                       imports.key(), tuple(sorted(early.items())), home)
+                       imports.key(), tuple(sorted(early.items())), home, quote)
     return out, list(dict.fromkeys(log))  # one line per distinct rewrite
 
 
 @lru_cache(maxsize=4096)
 def _cached(text: str, renames: tuple, chains: tuple, imports: tuple,
-            early: tuple, home: tuple[str, bool] | None) -> tuple[str, tuple]:
+            early: tuple, home: tuple[str, bool] | None, quote: bool) -> tuple[str, tuple]:
     guarded, unsure, nested = imports
     out, log = _rewrite(text, dict(renames), dict(chains),
-                        ImportEdits(dict(guarded), dict(unsure), dict(nested)), dict(early), home)
+                        ImportEdits(dict(guarded), dict(unsure), dict(nested)), dict(early), home,
+                        quote)
     return out, tuple(log)
 
 
@@ -106,6 +117,25 @@ class _Edits:
         self.edits.append((*span, new))
         self.log.append(what)
 
+    def taken_since(self, mark: int) -> list[tuple[int, int, int, int, str]]:
+        """The edits added since ``mark`` (``len(edits)`` then), no longer to be made here;
+        their lines stay in the log."""
+        taken = self.edits[mark:]
+        del self.edits[mark:]
+        return taken
+
+    def segment(self, span: tuple[int, int, int, int],
+                inner: list[tuple[int, int, int, int, str]]) -> str:
+        """The text at ``span`` with the edits ``inner`` (all inside it) made."""
+        l1, c1, l2, c2 = span
+        part = self.lines[l1 - 1 : l2]
+        part = [part[0][c1:c2]] if l1 == l2 else [part[0][c1:], *part[1:-1], part[-1][:c2]]
+        sub = _Edits("")
+        sub.lines = part
+        sub.edits = [(a - l1 + 1, b - c1 if a == l1 else b, c - l1 + 1, d - c1 if c == l1 else d,
+                      new) for a, b, c, d, new in inner]
+        return sub.apply()
+
     def apply(self) -> str:
         chosen: list[tuple[int, int, int, int, str]] = []
         for e in sorted(set(self.edits), key=lambda e: (e[0], e[1], -e[2], -e[3])):
@@ -122,11 +152,12 @@ class _Edits:
 
 def _rewrite(text: str, renames: dict[str, str], chains: dict[str, str],
              imports: ImportEdits, early: dict[str, str],
-             home: tuple[str, bool] | None) -> tuple[str, list[str]]:
+             home: tuple[str, bool] | None, quote: bool = False) -> tuple[str, list[str]]:
     tree = ast.parse(text)
     table = symtable.symtable(text, "<stmt>", "exec")
     ed = _Edits(text)
     walker = _Walker(ed, renames, chains, imports, early, home)
+    walker.quote = quote
     if imports.guarded:
         walker.alone = _alone_in_block(tree, walker.leaves_nothing)
     walker.run(tree, table)
@@ -153,6 +184,17 @@ def _alone_in_block(tree: ast.AST, leaves_nothing) -> set[int]:
 
     walk(tree, True)
     return out
+
+
+def _unparsed(text: str, starred: bool) -> str:
+    """An annotation's text as ``from __future__ import annotations`` stores it: CPython
+    unparses the expression, as ``ast.unparse`` does. It may span lines and hold comments;
+    ``*Ts`` (``*args: *Ts``) parses only in its place."""
+    if starred:
+        ann = ast.parse(f"def _(*a: {text}\n): pass").body[0].args.vararg.annotation
+    else:
+        ann = ast.parse(f"(\n{text}\n)", mode="eval").body
+    return ast.unparse(ann)
 
 
 def _bound(node: ast.Import | ast.ImportFrom, alias: ast.alias) -> str:
@@ -192,6 +234,7 @@ class _Walker:
         self.alone: set[int] = set()  # ids of statements alone in their block
         self.early: set[int] = set()  # ids of class-body reads that are module-level uses
         self.in_value_pattern = False  # inside a ``case`` value pattern (kept qualified)
+        self.quote = False  # write evaluated annotations as strings (``rewrite_statement``)
 
     def run(self, tree: ast.Module, table: symtable.SymbolTable) -> None:
         for st in tree.body:
@@ -337,7 +380,9 @@ class _Walker:
         if isinstance(node, ast.AnnAssign):
             self.visit(node.target, table)
             with self.evaluated_first(node):
-                self.visit_annotation(node.annotation, table)
+                # a local variable's annotation is never evaluated, with or without the import
+                self.visit_annotation(node.annotation, table,
+                                      evaluated=table.get_type() != "function")
                 if node.value is not None:
                     self.visit(node.value, table)
             return
@@ -374,11 +419,21 @@ class _Walker:
             if a.annotation is not None:
                 self.visit_annotation(a.annotation, table)
 
-    def visit_annotation(self, node: ast.expr, table) -> None:
-        """An annotation, string forward references (``x: "Mlp"``) included."""
+    def visit_annotation(self, node: ast.expr, table, evaluated: bool = True) -> None:
+        """An annotation, string forward references (``x: "Mlp"``) included; with ``quote``,
+        one that Python evaluates becomes the string ``from __future__ import annotations``
+        makes of it (CPython unparses the expression, as ``ast.unparse`` does), the renames
+        inside it made."""
+        mark = len(self.ed.edits)
         self.visit(node, table)
         for c in annotation_strings(node):
             self.visit_string_annotation(c, table)
+        if not (self.quote and evaluated):
+            return
+        span = (node.lineno, node.col_offset, node.end_lineno or node.lineno,
+                node.end_col_offset or 0)
+        text = self.ed.segment(span, self.ed.taken_since(mark))
+        self.ed.add(node, repr(_unparsed(text, starred=isinstance(node, ast.Starred))), QUOTED)
 
     def visit_typing_strings(self, node: ast.Call, table) -> None:
         """``TypeVar("T", bound="Model")``, ``cast("Model", x)``: typing's strings are

@@ -1,0 +1,89 @@
+"""A file that mixes modules with and without ``from __future__ import annotations`` cannot
+have the import: the definitions from the modules that had it get their annotations written
+as strings (engine.rewrite, ``quote``). Those strings must be exactly what the import makes of
+them upstream, which CPython itself tells: each statement is run once compiled under the
+import and once rewritten without it, and every annotation the two make is compared."""
+
+from __future__ import annotations
+
+import __future__
+
+import pytest
+
+from nnrag_tui.engine.rewrite import QUOTED, rewrite_statement
+
+STATEMENTS = {
+    "signature": (
+        "def f(a: int, /, b: Optional[Tensor] = None, *args: Tuple[int, ...], c: 'Mlp',\n"
+        "      d: Dict[str,  # a comment inside\n"
+        "              List['Mlp']] = {}, **kw: Any) -> Callable[..., None]:\n"
+        "    x: NotEvaluated = 1\n"
+        "    return x\n"),
+    "class body": (
+        "class Config:\n"
+        "    width: int = 8\n"
+        "    act: Literal['relu', \"gelu\"] = 'relu'\n"
+        "    layers: list[\n"
+        "        Mlp\n"
+        "    ]\n"
+        "    def forward(self, x: Tensor | None) -> 'Tensor':\n"
+        "        return x\n"),
+    "made when a function runs": (
+        "def make(dtype):\n"
+        "    def kernel(x: array(ndim=4, dtype=dtype)) -> None:\n"
+        "        y: Local = x\n"
+        "    class Holder:\n"
+        "        value: dtype\n"
+        "    return kernel, Holder\n"),
+    "module variable": "WIDTHS: dict[str, type[Mlp]] = {}\n",
+    "starred": "def g(*args: *Ts) -> tuple[*Ts]:\n    return args\n",
+}
+
+
+def _annotations(code: str, flags: int) -> list[dict]:
+    """Every annotation running ``code`` makes: the module's own, its functions' and its
+    classes' with their methods' (``make``'s: those it returns once called)."""
+    ns: dict = {}
+    exec(compile(code, "<stmt>", "exec", flags=flags, dont_inherit=True), ns)  # noqa: S102
+    made = list(ns["make"](float)) if "make" in ns else \
+        [ns[k] for k in sorted(ns) if not k.startswith("__") and callable(ns[k])]
+    found = [ns.get("__annotations__", {})]
+    for obj in made:
+        found.append(dict(vars(obj).get("__annotations__", {})) if isinstance(obj, type)
+                     else obj.__annotations__)
+        if isinstance(obj, type):
+            found += [v.__annotations__ for v in vars(obj).values() if callable(v)]
+    return found
+
+
+@pytest.mark.parametrize("name", sorted(STATEMENTS))
+def test_written_strings_are_what_the_future_import_makes(name):
+    text = STATEMENTS[name]
+    out, log = rewrite_statement(text, {}, {}, quote=True)
+    assert log == [QUOTED]
+    upstream = _annotations(text, __future__.annotations.compiler_flag)
+    assert any(upstream), "the statement makes annotations"
+    assert _annotations(out, 0) == upstream
+
+
+def test_a_local_variable_s_annotation_is_left_as_written():
+    """Python never evaluates it, with the import or without: nothing to rewrite."""
+    out, _ = rewrite_statement(STATEMENTS["signature"], {}, {}, quote=True)
+    assert "    x: NotEvaluated = 1\n" in out
+    out, _ = rewrite_statement(STATEMENTS["made when a function runs"], {}, {}, quote=True)
+    assert "        y: Local = x\n" in out and "        value: 'dtype'\n" in out
+
+
+def test_renames_are_made_inside_the_strings():
+    """A clash renames ``Mlp`` in the file: the string names what the file binds, as the
+    string upstream names what its module binds."""
+    text = "def f(a: Mlp, b: 'Mlp', c: layers.Mlp) -> List[Mlp]:\n    return a\n"
+    out, log = rewrite_statement(text, {"Mlp": "Mlp_1"}, {"layers.Mlp": "Mlp_1"}, quote=True)
+    assert out.splitlines()[0] == \
+        "def f(a: 'Mlp_1', b: \"'Mlp_1'\", c: 'Mlp_1') -> 'List[Mlp_1]':"
+    assert "renamed `Mlp` -> `Mlp_1`" in log and QUOTED in log
+
+
+def test_without_quote_annotations_stay_as_written():
+    text = STATEMENTS["signature"]
+    assert rewrite_statement(text, {}, {}) == (text, [])
