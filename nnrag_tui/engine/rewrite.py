@@ -9,11 +9,12 @@ replacing a guarded import of a corpus name, or one inside a function, with an a
 nothing, when the inlined name is the bound one). A fourth is asked for where a file mixes
 modules with and without ``from __future__ import annotations`` (``quote``): the annotations
 of a statement from a module with it are written as the strings that import makes of them
-upstream, since the file cannot have it (engine.resolve). Only names that resolve to the module scope
-are touched, never a local, a parameter, an attribute or a keyword argument: each ``Name`` is
-judged by CPython's own ``symtable`` for the scope it sits in, and edits are spliced at the
-exact positions ``ast`` reports. (libcst's scope analysis did the same at about 200 ms per
-class on this machine; this takes a few milliseconds, and the golden tests pin the results.)
+upstream, since the file cannot have it (engine.resolve). Only names that resolve to the
+module scope are touched, never a local, a parameter, an attribute or a keyword argument: each
+``Name`` is judged by CPython's own ``symtable`` for the scope it sits in, and edits are
+spliced at the exact positions ``ast`` reports. (libcst's scope analysis did the same at about
+200 ms per class on this machine; this takes a few milliseconds, and the golden tests pin the
+results.)
 """
 
 from __future__ import annotations
@@ -156,8 +157,7 @@ def _rewrite(text: str, renames: dict[str, str], chains: dict[str, str],
     tree = ast.parse(text)
     table = symtable.symtable(text, "<stmt>", "exec")
     ed = _Edits(text)
-    walker = _Walker(ed, renames, chains, imports, early, home)
-    walker.quote = quote
+    walker = _Walker(ed, renames, chains, imports, early, home, quote)
     if imports.guarded:
         walker.alone = _alone_in_block(tree, walker.leaves_nothing)
     walker.run(tree, table)
@@ -219,7 +219,7 @@ class _Walker:
 
     def __init__(self, ed: _Edits, renames: dict[str, str], chains: dict[str, str],
                  imports: ImportEdits, early: dict[str, str],
-                 home: tuple[str, bool] | None) -> None:
+                 home: tuple[str, bool] | None, quote: bool = False) -> None:
         self.ed = ed
         self.home = home
         self.renames = renames
@@ -234,7 +234,7 @@ class _Walker:
         self.alone: set[int] = set()  # ids of statements alone in their block
         self.early: set[int] = set()  # ids of class-body reads that are module-level uses
         self.in_value_pattern = False  # inside a ``case`` value pattern (kept qualified)
-        self.quote = False  # write evaluated annotations as strings (``rewrite_statement``)
+        self.quote = quote  # write evaluated annotations as strings (``rewrite_statement``)
 
     def run(self, tree: ast.Module, table: symtable.SymbolTable) -> None:
         for st in tree.body:
