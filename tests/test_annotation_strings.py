@@ -87,3 +87,21 @@ def test_renames_are_made_inside_the_strings():
 def test_without_quote_annotations_stay_as_written():
     text = STATEMENTS["signature"]
     assert rewrite_statement(text, {}, {}) == (text, [])
+
+
+def test_an_annotation_that_cannot_be_unparsed_stays_as_written(monkeypatch):
+    """Should CPython's parser refuse the text, the statement still comes out, renamed."""
+    from nnrag_tui.engine import rewrite
+
+    def refuse(text, starred):
+        raise SyntaxError("refused")
+
+    monkeypatch.setattr(rewrite, "_unparsed", refuse)
+    rewrite._cached.cache_clear()
+    try:
+        out, log = rewrite_statement("def f(a: Mlp) -> int:\n    return a\n", {"Mlp": "Mlp_1"},
+                                     {}, quote=True)
+    finally:
+        rewrite._cached.cache_clear()
+    assert out == "def f(a: Mlp_1) -> int:\n    return a\n"
+    assert log == ["renamed `Mlp` -> `Mlp_1`"]

@@ -432,8 +432,14 @@ class _Walker:
             return
         span = (node.lineno, node.col_offset, node.end_lineno or node.lineno,
                 node.end_col_offset or 0)
-        text = self.ed.segment(span, self.ed.taken_since(mark))
-        self.ed.add(node, repr(_unparsed(text, starred=isinstance(node, ast.Starred))), QUOTED)
+        inner = self.ed.taken_since(mark)
+        try:
+            quoted = repr(_unparsed(self.ed.segment(span, inner),
+                                    starred=isinstance(node, ast.Starred)))
+        except SyntaxError:  # not expected: the annotation stays as written, renames made
+            self.ed.edits.extend(inner)
+            return
+        self.ed.add(node, quoted, QUOTED)
 
     def visit_typing_strings(self, node: ast.Call, table) -> None:
         """``TypeVar("T", bound="Model")``, ``cast("Model", x)``: typing's strings are
