@@ -333,9 +333,11 @@ class _ClosureBuilder:
         if key not in self.objects:
             found = {n: self.index.lookup(mentry, n) for n in namespace(self.index, mentry)}
             unsure, gone = unsure_members(self.ms(mentry), list(found))
+            # (``from __future__ import annotations`` binds ``annotations`` too: a directive
+            # to the compiler, which a file without that import cannot bind, left out)
             members = [(n, t) for n, t in found.items() if t.kind in ("def", "external") and not (
                 n == "types" and not (t.kind == "external" and t.name == "types"))
-                and n not in gone]
+                and n not in gone and not t.name.startswith("__future__.")]
             subs = frozenset(n for n, t in found.items() if t.kind == "module")
             obj = self.objects[key] = ModuleObject(mentry.module, name, user, members, unsure,
                                                    subs)
