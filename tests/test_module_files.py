@@ -286,10 +286,18 @@ def test_a_directory_named_by_nothing_else_brings_the_files_named_below_it(tmp_p
     assert mod.Gained()(torch.ones(1)).item() == 3.0
 
 
-def test_a_file_above_the_module_folder_is_named_and_not_written(tmp_path):
+def _load(path, name):
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_a_file_above_the_module_folder_comes_along_in_a_copy_of_the_tree(tmp_path):
     """facenet's ``PNet`` loads ``os.path.join(os.path.dirname(__file__), "../data/pnet.pt")``:
-    beside a generated file that path is above its folder, where nnrag writes nothing, so the
-    header names the upstream file and says to put it there."""
+    beside a generated file that path is above its folder, where nnrag writes nothing. The
+    module's ``__file__`` is its upstream path in a folder beside the file instead, laid out as
+    upstream's tree, and the file goes there: the path resolves as upstream's does."""
     root = write_tree(tmp_path / "repo", {
         "fpkg/__init__.py": "",
         "fpkg/models/__init__.py": "",
@@ -304,14 +312,56 @@ def test_a_file_above_the_module_folder_is_named_and_not_written(tmp_path):
                         data_dir=tmp_path / "data") as ex:
         ex.index()
         res = ex.extract_single_block("PNet")
-    assert "files" not in res.generated.spec
-    assert ("`PNet` (fpkg/models/net.py:6) reads fpkg/data/pnet.pt (as ../data/pnet.pt), above "
-            "this file's folder, where nnrag does not write: put it there yourself"
-            in res.generated.code)
+    assert res.generated.spec["files"] == ["f.files/fpkg/data/pnet.pt",
+                                           "f.files/fpkg/models/net.py"]
+    assert ("`__file__` in the statements of fpkg/models/net.py is f.files/fpkg/models/net.py "
+            "beside this file" in res.generated.code)
+    assert "put it there yourself" not in res.generated.code
     out = tmp_path / "out" / "blocks"
     res.write(out)
-    assert sorted(p.name for p in out.parent.rglob("*")) == ["PNet.py", "PNet.spec.json",
-                                                           "blocks"]
+    assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()) == [
+        "PNet.py", "PNet.spec.json", "f.files/fpkg/data/pnet.pt", "f.files/fpkg/models/net.py"]
+    assert (out / "f.files/fpkg/models/net.py").read_bytes() == b""
+    net = _load(out / "PNet.py", "f_pnet_out").PNet()
+    with open(net.path, "rb") as fh:
+        assert fh.read() == b"\0weights"
+
+
+def test_a_root_found_through_parents_brings_the_files_named_below_it(tmp_path):
+    """ultralytics' ``utils/__init__.py`` binds ``FILE = Path(__file__).resolve()``, ``ROOT =
+    FILE.parents[1]`` and reads ``ROOT / "cfg/default.yaml"`` as it imports, so the detection
+    models raised FileNotFoundError as the file imported, where upstream's module imports."""
+    root = write_tree(tmp_path / "repo", {
+        "ypkg/__init__.py": "",
+        "ypkg/utils/__init__.py": (
+            "from pathlib import Path\n\nFILE = Path(__file__).resolve()\n"
+            "ROOT = FILE.parents[1]\nDEFAULT_CFG_PATH = ROOT / \"cfg/default.yaml\"\n"
+            "DEFAULT_CFG = DEFAULT_CFG_PATH.read_text()\n"),
+        "ypkg/cfg/default.yaml": "scale: 3\n",
+        "ypkg/cfg/other.yaml": "unrelated: 1\n",
+        "ypkg/nn/__init__.py": "",
+        "ypkg/nn/tasks.py": (
+            "from torch import nn\n\nfrom ypkg.utils import DEFAULT_CFG\n\n\n"
+            "class Detect(nn.Module):\n    def forward(self, x):\n"
+            "        return x * int(DEFAULT_CFG.split()[-1])\n"),
+    })
+    with BlockExtractor(path_config({"y": root}), cache_dir=tmp_path / "cache",
+                        data_dir=tmp_path / "data") as ex:
+        ex.index()
+        res = ex.extract_single_block("Detect")
+    assert res.generated.spec["files"] == ["y.files/ypkg/cfg/default.yaml",
+                                           "y.files/ypkg/utils/__init__.py"]
+    assert "its statements name ypkg/cfg/default.yaml" in res.generated.code
+    assert "ypkg/utils/__init__.py:3: `__file__` -> upstream's path in the folder" \
+        in res.generated.code
+    out = tmp_path / "out"
+    res.write(out)
+    import torch
+
+    mod = _load(out / "Detect.py", "y_detect_out")
+    assert mod.DEFAULT_CFG == "scale: 3\n"
+    assert torch.equal(mod.Detect()(torch.ones(2)), torch.full((2,), 3.0))
+    assert not (out / "y.files/ypkg/cfg/other.yaml").exists()
 
 
 def test_every_file_a_folder_lookup_reads_comes_along_however_many(tmp_path):

@@ -106,6 +106,9 @@ class Closure:
     # modules whose ``from __future__ import annotations`` the file cannot have (others'
     # definitions evaluate their annotations): their annotations are written as strings
     quoted_annotations: frozenset[tuple[str, str]] = frozenset()
+    # modules whose statements reach above their folder through ``__file__`` -> the path
+    # their ``__file__`` is here, from the file's folder (``<source>.files/<upstream path>``)
+    relocated_files: dict[tuple[str, str], str] = field(default_factory=dict)
 
     def stmt(self, node: NodeId) -> TopStmt:
         return self.modules[node[0]].stmts[node[1]]

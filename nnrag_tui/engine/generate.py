@@ -251,6 +251,13 @@ def _statement_text(closure: Closure, node: NodeId, refs: list[tuple[str, tuple]
         out = closure.out_names.get(key)
         if out and out != name:
             renames[name] = out
+    fake = closure.relocated_files.get(node[0])
+    if fake is not None and "__file__" in text:
+        # upstream's path in the folder beside the file laid out as its tree (engine.resolve,
+        # ``relocations``): from there the statement reaches the files above its module
+        renames["__file__"] = (
+            '__import__("os").path.join(__import__("os").path.dirname(__import__("os").path'
+            f'.abspath(__file__)), {fake!r})')
     doc = _module_docstring(ms) if "__doc__" in text and st.kind != "class" else None
     if doc is not None and "__doc__" in ms.uses(st).load | ms.uses(st).lazy:
         # ``_doc_template = __doc__`` (pyro/settings.py): the module's docstring, which the

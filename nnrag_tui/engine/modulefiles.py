@@ -18,6 +18,7 @@ from pathlib import Path
 MAX_DEPTH = 3  # directories below the module's own that are searched
 MAX_FILES = 5000  # per directory tree, so that a huge data directory costs little
 MAX_SHOWN = 4  # files the header names per statement (all of them go beside the file)
+MAX_ABOVE = 50  # files above a module's directory that its literals name (``above``)
 
 
 def is_plain_relative(rel: str) -> bool:
@@ -115,6 +116,39 @@ class ModuleFiles:
                 out.append((up, w))
         return out
 
+
+    def above(self, root: str, relpath: str, wanted: frozenset[str]) -> list[tuple[str, str]]:
+        """(path from the source root, the literal) of each file of the module's top-level
+        package, outside the module's own directory, that a literal of ``wanted`` names as a
+        path (``"cfg/default.yaml"``, whole or as its tail): ultralytics' ``ROOT =
+        Path(__file__).resolve().parents[1]`` and ``DEFAULT_CFG_PATH = ROOT /
+        "cfg/default.yaml"`` in ``ultralytics/utils/__init__.py`` read
+        ``ultralytics/cfg/default.yaml``. At most ``MAX_ABOVE``."""
+        module_dir = os.path.dirname(relpath)
+        top = relpath.split("/", 1)[0] if "/" in relpath else ""
+        if not top or not module_dir:
+            return []
+        paths = {w for w in wanted if "/" in w and is_plain_relative(w)}
+        if not paths:
+            return []
+        out = []
+        for f in self.tree(os.path.join(root, top)):
+            up = f"{top}/{f}"
+            if up.startswith(module_dir + "/"):
+                continue
+            for w in sorted(paths):
+                if f == w or f.endswith("/" + w):
+                    out.append((up, w))
+                    break
+            if len(out) >= MAX_ABOVE:
+                break
+        return out
+
+
+# a statement that climbs above its module's directory: ``Path(__file__).parents[1]``,
+# ``.parent.parent``, ``os.path.dirname(os.path.dirname(...))``, ``"../data"``
+CLIMBS = re.compile(r"\.parents\s*\[|\.parent\s*\.\s*parent\b|dirname\(\s*(?:os\.path\.)?"
+                    r"dirname\(|[\"']\.\./")
 
 # a literal that is a file suffix: ``".yaml"``, ``".tar.gz"``
 _SUFFIX = re.compile(r"(?:\.[A-Za-z0-9_]{1,8}){1,2}")

@@ -46,7 +46,7 @@ from nnrag_tui.engine.modsource import (
     demangled,
     evaluates_annotations,
 )
-from nnrag_tui.engine.modulefiles import ModuleFiles, listed, uses_module_file
+from nnrag_tui.engine.modulefiles import CLIMBS, ModuleFiles, listed, uses_module_file
 from nnrag_tui.engine.moduleobject import (
     ANCHOR_NAMES,
     MODULE_OBJECT,
@@ -291,6 +291,8 @@ class _ClosureBuilder:
         self.unresolved: list[tuple[str, str]] = []
         self.notes: list[str] = []
         self.module_files: list[tuple[str, str]] = []  # (path on disk, path beside the file)
+        # module -> the path its ``__file__`` gets beside the file (``relocations``)
+        self.relocated_files: dict[tuple[str, str], str] = {}
         # names only a statement storing into its module's namespace makes (engine.namespace)
         # -> the statements inlined for them
         self.made_at_run_time: dict[BindKey, tuple[NodeId, ...]] = {}
@@ -608,7 +610,7 @@ class _ClosureBuilder:
                        self.externals, out_names, self.refs, self.chains, self.guarded,
                        self.unresolved, self.notes, sorted(future), self.early_refs,
                        self.module_files, self.unsure, emptied, scopes,
-                       self.r.external_packages, quoted)
+                       self.r.external_packages, quoted, self.relocated_files)
 
     def quoted_annotations(self, nodes: list[NodeId],
                            future: list[str]) -> frozenset[tuple[str, str]]:
@@ -692,8 +694,11 @@ class _ClosureBuilder:
 
     def note_module_files(self, nodes: list[NodeId]) -> None:
         """Definitions that find files through ``__file__`` (engine.modulefiles): here it is the
-        generated file, with none of upstream's files beside it. Said in the header, with the
-        files the statements name and where they would have to go."""
+        generated file, with none of upstream's files beside it. The files the statements name
+        go beside it, at their path from the module's folder; said in the header. A module
+        whose statements reach above its folder (``relocated_files``) gets a ``__file__`` of
+        its own instead, in a folder beside the file laid out as upstream's source tree, where
+        the files it reads go at their path from the source root."""
         def with_file(n: NodeId) -> bool:
             if is_object_key(n[0]):  # a module object's own ``__file__`` (anchor_text)
                 return False
@@ -701,11 +706,12 @@ class _ClosureBuilder:
             st = ms.stmts[n[1]]
             return "__file__" in ms.stmt_text(st) and uses_module_file(st.node)
 
+        file_nodes = [n for n in nodes if with_file(n)]
+        relocated = self.relocations(nodes, file_nodes)
         parts, any_found = [], False
+        moved: dict[tuple[str, str], list[str]] = {}
         elsewhere: frozenset[str] | None = None
-        for key, i in sorted(nodes, key=lambda n: (self.entries[n[0]].facts.relpath, n[1])):
-            if not with_file((key, i)):
-                continue
+        for key, i in sorted(file_nodes, key=lambda n: (self.entries[n[0]].facts.relpath, n[1])):
             st = self.modules[key].stmts[i]
             if elsewhere is None:  # what the statements without ``__file__`` name
                 elsewhere = frozenset().union(*(
@@ -717,19 +723,27 @@ class _ClosureBuilder:
                                               elsewhere) if root else []
             hubs = self.r.module_files.hub_repositories(root, entry.facts.relpath, st.node) \
                 if root else []
-            any_found |= bool(found or hubs)
-            what = ", ".join(f"`{b}`" for b in sorted(st.binds)) or "a statement"
-            part = f"{what} ({entry.facts.relpath}:{st.line})"
             outside = self.r.module_files.outside(root, entry.facts.relpath, st.node) \
                 if root else []
+            what = ", ".join(f"`{b}`" for b in sorted(st.binds)) or "a statement"
+            part = f"{what} ({entry.facts.relpath}:{st.line})"
+            if key in relocated:
+                folder = relocated[key].split("/", 1)[0]
+                files = [*found, *(f for *_, fs in hubs for f in fs), *outside]
+                for up, _ in files:
+                    self.add_module_file(os.path.join(root, up), f"{folder}/{up}")
+                if files:
+                    part += " reads " + ", ".join(sorted({up for up, _ in files}))
+                moved.setdefault(key, []).append(part)
+                continue
+            any_found |= bool(found or hubs)
             if found:
                 part += " reads " + listed(found)
             if hubs:
                 part += (" and" if found else "") + " loads the torch.hub " + ", ".join(
                     f"repository {up} (as {rel}, its {len(files)} files)" for up, rel, files in hubs)
             for up, rel in [*found, *(f for *_, files in hubs for f in files)]:
-                if rel not in {r for _, r in self.module_files}:
-                    self.module_files.append((os.path.join(root, up), rel))
+                self.add_module_file(os.path.join(root, up), rel)
             if outside:
                 part += (" reads " if not (found or hubs) else " and ") + listed(outside) + (
                     ", above this file's folder, where nnrag does not write: put "
@@ -742,6 +756,57 @@ class _ClosureBuilder:
                 + ("; they go beside this file, at the path shown, where nnrag writes, saves "
                    "or validates it; copy them there when you copy the file" if any_found
                    else ""))
+        for key, fake in sorted(relocated.items(), key=lambda kv: kv[1]):
+            entry, root = self.entries[key], self.r.roots[self.entries[key].source]
+            folder = fake.split("/", 1)[0]
+            above = self.r.module_files.above(root, entry.facts.relpath,
+                                              self.module_literals(key, nodes))
+            for up, _ in above:
+                self.add_module_file(os.path.join(root, up), f"{folder}/{up}")
+            # an empty file where the module's own is: its folder exists, and ``..`` from it
+            # resolves (the module's code is in this file)
+            self.add_module_file(os.devnull, fake)
+            reads = sorted({up for up, _ in above})
+            self.notes.append(
+                f"`__file__` in the statements of {entry.facts.relpath} is {fake} beside this "
+                "file, not this file: they reach above the module's folder, so its files go in "
+                f"the folder {folder}, laid out as upstream's source tree ("
+                + "; ".join(moved.get(key, []))
+                + (f"; its statements name {', '.join(reads)}" if reads else "")
+                + f"; {entry.facts.relpath} itself is there as an empty file, its code being "
+                "here), where nnrag writes, saves or validates this file; copy that folder "
+                "along with it")
+
+    def add_module_file(self, path: str, rel: str) -> None:
+        if rel not in {r for _, r in self.module_files}:
+            self.module_files.append((path, rel))
+
+    def module_literals(self, key: tuple[str, str], nodes: list[NodeId]) -> frozenset[str]:
+        ms = self.modules[key]
+        return frozenset().union(*(ms.literals(ms.stmts[j]) for k, j in nodes if k == key))
+
+    def relocations(self, nodes: list[NodeId],
+                    file_nodes: list[NodeId]) -> dict[tuple[str, str], str]:
+        """The modules whose statements read ``__file__`` and reach above its folder
+        (``Path(__file__).parents[1]``, ``"../app/package.json"``) to a file upstream's tree
+        has there, each with the path its ``__file__`` gets, from the generated file's folder:
+        ``ultralytics.files/ultralytics/utils/__init__.py``. Such files cannot go beside the
+        file at their path from the module's folder: the tree they are in is rebuilt instead,
+        in a folder of its own (``<source>.files``)."""
+        out: dict[tuple[str, str], str] = {}
+        for key in sorted({k for k, _ in file_nodes}):
+            entry, ms = self.entries[key], self.modules[key]
+            root = self.r.roots.get(entry.source)
+            own = [ms.stmts[j] for k, j in nodes if k == key]
+            if not root or not any(CLIMBS.search(ms.stmt_text(st)) for st in own):
+                continue
+            relpath = entry.facts.relpath
+            if self.r.module_files.above(root, relpath, self.module_literals(key, nodes)) or \
+                    any(self.r.module_files.outside(root, relpath, ms.stmts[j].node)
+                        for k, j in file_nodes if k == key):
+                out[key] = f"{entry.source}.files/{relpath}"
+        self.relocated_files = out
+        return out
 
     def note_assumed_externals(self, nodes: list[NodeId]) -> None:
         """Names no corpus module binds, imported from the external ``from X import *`` they

@@ -38,6 +38,11 @@ _TABLE_NAME = {ast.Lambda: "lambda", ast.ListComp: "listcomp", ast.SetComp: "set
                ast.DictComp: "dictcomp", ast.GeneratorExp: "genexpr"}
 
 
+_RENAMED_SPECIAL = {
+    "__doc__": "`__doc__` -> upstream's module docstring",
+    "__file__": "`__file__` -> upstream's path in the folder beside this file laid out as "
+                "its source tree",
+}
 QUOTED = ("annotations written as the strings upstream's `from __future__ import annotations` "
           "makes of them")
 
@@ -358,8 +363,8 @@ class _Walker:
                    else self.renames).get(node.id)
             if new is not None and new != node.id and (
                     id(node) in self.early or self.is_global(table, node.id)):
-                self.ed.add(node, new, "`__doc__` -> upstream's module docstring"
-                            if node.id == "__doc__" else f"renamed `{node.id}` -> `{new}`")
+                self.ed.add(node, new, _RENAMED_SPECIAL.get(node.id)
+                            or f"renamed `{node.id}` -> `{new}`")
             return
         if isinstance(node, ast.ExceptHandler) and node.name and table.get_type() == "module":
             # ``except ImportError as e:`` at module level binds the global ``e``, which a
