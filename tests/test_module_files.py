@@ -286,13 +286,6 @@ def test_a_directory_named_by_nothing_else_brings_the_files_named_below_it(tmp_p
     assert mod.Gained()(torch.ones(1)).item() == 3.0
 
 
-def _load(path, name):
-    spec = importlib.util.spec_from_file_location(name, path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 def test_a_file_above_the_module_folder_comes_along_in_a_copy_of_the_tree(tmp_path):
     """facenet's ``PNet`` loads ``os.path.join(os.path.dirname(__file__), "../data/pnet.pt")``:
     beside a generated file that path is above its folder, where nnrag writes nothing. The
@@ -308,22 +301,16 @@ def test_a_file_above_the_module_folder_comes_along_in_a_copy_of_the_tree(tmp_pa
             "    def forward(self, x):\n        return x\n"),
         "fpkg/data/pnet.pt": b"\0weights",
     })
-    with BlockExtractor(path_config({"f": root}), cache_dir=tmp_path / "cache",
-                        data_dir=tmp_path / "data") as ex:
-        ex.index()
-        res = ex.extract_single_block("PNet")
-    assert res.generated.spec["files"] == ["f.files/fpkg/data/pnet.pt",
-                                           "f.files/fpkg/models/net.py"]
-    assert ("`__file__` in the statements of fpkg/models/net.py is f.files/fpkg/models/net.py "
-            "beside this file" in res.generated.code)
-    assert "put it there yourself" not in res.generated.code
-    out = tmp_path / "out" / "blocks"
-    res.write(out)
+    out, mod = written_and_imported(tmp_path, root, "PNet", [
+        "r.files/fpkg/data/pnet.pt", "r.files/fpkg/models/net.py"])
+    code = (out / "PNet.py").read_text()
+    assert "`__file__` in the statements of fpkg/models/net.py is r.files/fpkg/models/net.py " \
+        "beside this file" in code
+    assert "put it there yourself" not in code
     assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()) == [
-        "PNet.py", "PNet.spec.json", "f.files/fpkg/data/pnet.pt", "f.files/fpkg/models/net.py"]
-    assert (out / "f.files/fpkg/models/net.py").read_bytes() == b""
-    net = _load(out / "PNet.py", "f_pnet_out").PNet()
-    with open(net.path, "rb") as fh:
+        "PNet.py", "PNet.spec.json", "r.files/fpkg/data/pnet.pt", "r.files/fpkg/models/net.py"]
+    assert (out / "r.files/fpkg/models/net.py").read_bytes() == b""
+    with open(mod.PNet().path, "rb") as fh:
         assert fh.read() == b"\0weights"
 
 
@@ -345,23 +332,16 @@ def test_a_root_found_through_parents_brings_the_files_named_below_it(tmp_path):
             "class Detect(nn.Module):\n    def forward(self, x):\n"
             "        return x * int(DEFAULT_CFG.split()[-1])\n"),
     })
-    with BlockExtractor(path_config({"y": root}), cache_dir=tmp_path / "cache",
-                        data_dir=tmp_path / "data") as ex:
-        ex.index()
-        res = ex.extract_single_block("Detect")
-    assert res.generated.spec["files"] == ["y.files/ypkg/cfg/default.yaml",
-                                           "y.files/ypkg/utils/__init__.py"]
-    assert "its statements name ypkg/cfg/default.yaml" in res.generated.code
-    assert "ypkg/utils/__init__.py:3: `__file__` -> upstream's path in the folder" \
-        in res.generated.code
-    out = tmp_path / "out"
-    res.write(out)
+    out, mod = written_and_imported(tmp_path, root, "Detect", [
+        "r.files/ypkg/cfg/default.yaml", "r.files/ypkg/utils/__init__.py"])
+    code = (out / "Detect.py").read_text()
+    assert "its statements name ypkg/cfg/default.yaml" in code
+    assert "ypkg/utils/__init__.py:3: `__file__` -> upstream's path in the folder" in code
     import torch
 
-    mod = _load(out / "Detect.py", "y_detect_out")
     assert mod.DEFAULT_CFG == "scale: 3\n"
     assert torch.equal(mod.Detect()(torch.ones(2)), torch.full((2,), 3.0))
-    assert not (out / "y.files/ypkg/cfg/other.yaml").exists()
+    assert not (out / "r.files/ypkg/cfg/other.yaml").exists()
 
 
 def test_every_file_a_folder_lookup_reads_comes_along_however_many(tmp_path):
