@@ -116,7 +116,6 @@ class ModuleFiles:
                 out.append((up, w))
         return out
 
-
     def above(self, root: str, relpath: str, wanted: frozenset[str]) -> list[tuple[str, str]]:
         """(path from the source root, the literal) of each file of the module's top-level
         package, outside the module's own directory, that a literal of ``wanted`` names as a

@@ -708,6 +708,7 @@ class _ClosureBuilder:
 
         file_nodes = [n for n in nodes if with_file(n)]
         relocated = self.relocations(nodes, file_nodes)
+        self.relocated_files = {key: fake for key, (fake, _) in relocated.items()}
         parts, any_found = [], False
         moved: dict[tuple[str, str], list[str]] = {}
         elsewhere: frozenset[str] | None = None
@@ -728,7 +729,7 @@ class _ClosureBuilder:
             what = ", ".join(f"`{b}`" for b in sorted(st.binds)) or "a statement"
             part = f"{what} ({entry.facts.relpath}:{st.line})"
             if key in relocated:
-                folder = relocated[key].split("/", 1)[0]
+                folder = relocated[key][0].split("/", 1)[0]
                 files = [*found, *(f for *_, fs in hubs for f in fs), *outside]
                 for up, _ in files:
                     self.add_module_file(os.path.join(root, up), f"{folder}/{up}")
@@ -756,11 +757,9 @@ class _ClosureBuilder:
                 + ("; they go beside this file, at the path shown, where nnrag writes, saves "
                    "or validates it; copy them there when you copy the file" if any_found
                    else ""))
-        for key, fake in sorted(relocated.items(), key=lambda kv: kv[1]):
+        for key, (fake, above) in sorted(relocated.items(), key=lambda kv: kv[1][0]):
             entry, root = self.entries[key], self.r.roots[self.entries[key].source]
             folder = fake.split("/", 1)[0]
-            above = self.r.module_files.above(root, entry.facts.relpath,
-                                              self.module_literals(key, nodes))
             for up, _ in above:
                 self.add_module_file(os.path.join(root, up), f"{folder}/{up}")
             # an empty file where the module's own is: its folder exists, and ``..`` from it
@@ -785,15 +784,16 @@ class _ClosureBuilder:
         ms = self.modules[key]
         return frozenset().union(*(ms.literals(ms.stmts[j]) for k, j in nodes if k == key))
 
-    def relocations(self, nodes: list[NodeId],
-                    file_nodes: list[NodeId]) -> dict[tuple[str, str], str]:
+    def relocations(self, nodes: list[NodeId], file_nodes: list[NodeId]
+                    ) -> dict[tuple[str, str], tuple[str, list[tuple[str, str]]]]:
         """The modules whose statements read ``__file__`` and reach above its folder
         (``Path(__file__).parents[1]``, ``"../app/package.json"``) to a file upstream's tree
-        has there, each with the path its ``__file__`` gets, from the generated file's folder:
-        ``ultralytics.files/ultralytics/utils/__init__.py``. Such files cannot go beside the
-        file at their path from the module's folder: the tree they are in is rebuilt instead,
-        in a folder of its own (``<source>.files``)."""
-        out: dict[tuple[str, str], str] = {}
+        has there, each with the path its ``__file__`` gets, from the generated file's folder
+        (``ultralytics.files/ultralytics/utils/__init__.py``), and the files of its package
+        that its statements name (``ModuleFiles.above``). Such files cannot go beside the file
+        at their path from the module's folder: the tree they are in is rebuilt instead, in a
+        folder of its own (``<source>.files``)."""
+        out: dict[tuple[str, str], tuple[str, list[tuple[str, str]]]] = {}
         for key in sorted({k for k, _ in file_nodes}):
             entry, ms = self.entries[key], self.modules[key]
             root = self.r.roots.get(entry.source)
@@ -801,11 +801,10 @@ class _ClosureBuilder:
             if not root or not any(CLIMBS.search(ms.stmt_text(st)) for st in own):
                 continue
             relpath = entry.facts.relpath
-            if self.r.module_files.above(root, relpath, self.module_literals(key, nodes)) or \
-                    any(self.r.module_files.outside(root, relpath, ms.stmts[j].node)
-                        for k, j in file_nodes if k == key):
-                out[key] = f"{entry.source}.files/{relpath}"
-        self.relocated_files = out
+            above = self.r.module_files.above(root, relpath, self.module_literals(key, nodes))
+            if above or any(self.r.module_files.outside(root, relpath, ms.stmts[j].node)
+                            for k, j in file_nodes if k == key):
+                out[key] = (f"{entry.source}.files/{relpath}", above)
         return out
 
     def note_assumed_externals(self, nodes: list[NodeId]) -> None:
