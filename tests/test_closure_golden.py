@@ -26,6 +26,7 @@ import os
 import shutil
 import subprocess
 import sys
+import typing
 from pathlib import Path
 
 import pytest
@@ -103,16 +104,26 @@ MUST = {
                                     "# note: FusedNorm: trypkg.net:33: corpus fallback"],
     ("registry", "KernelNet"): ["@register_kernel(relu)\ndef _relu_kernel(x):",
                                 "return _KERNELS[functional](x)"],
+    # what only the guard's imports lead to goes inside an ``if TYPE_CHECKING:`` of its own
     ("type_checking", "Net"): ["if TYPE_CHECKING:\n    from collections.abc import Sequence\n",
-                               "@dataclass\nclass NetConfig:\n",
+                               ("if TYPE_CHECKING:\n    from dataclasses import dataclass\n\n\n"
+                                "    @dataclass\n    class NetConfig:\n"),
                                'cfg: Optional["NetConfig"] = None'],
+    # read as the block runs, and by what the guard leads to: at the top; the package only the
+    # latter imports goes inside the guard with it (nerfstudio's callbacks and ``splines``)
+    ("type_checking", "Stepper"): ["\n\n@dataclass\nclass NetConfig:\n",
+                                   ("if TYPE_CHECKING:\n    import nnrag_missing_splines\n\n\n"
+                                    "    class Trainer:\n"),
+                                   'def __init__(self, trainer: "Optional[Trainer]" = None):'],
     # every import of the guard is inlined: a block cannot be empty (peft's mapping.py)
     ("type_checking", "Registered"): ["if TYPE_CHECKING:\n    pass\n",
-                                      "CONFIGS: 'dict[str, type[NetConfig]]' = {}",
+                                      # what evaluates its annotations never runs
+                                      "from __future__ import annotations\n",
+                                      "CONFIGS: dict[str, type[NetConfig]] = {}",
                                       # never runs, and nothing here reads it
                                       "guarded import of `Net` dropped (unused)"],
     # read only inside the guard itself, by overloads Python never runs
-    ("type_checking", "Built"): ["@dataclass\nclass NetConfig:",
+    ("type_checking", "Built"): ["    @dataclass\n    class NetConfig:",
                                  "    @overload\n    def make(cfg: NetConfig) -> nn.Linear: ..."],
     ("guarded_const", "Attention"): [
         ("if 'GCPKG_FUSED_ATTN' in os.environ:\n"
@@ -152,7 +163,8 @@ MUST = {
         'Act.add_factory_class("relu", nn.ReLU)\n\n\n@Act.factory_function("swish")'],
     ("object_registry", "Zoo"): ["@MODELS.register()\nclass Small("],
     # ``if TYPE_CHECKING: from tcpkg import instance as adi`` read as "adi.Instance"
-    ("type_checking", "Vocab"): ['instances: Iterable["Instance"],', "class Instance:",
+    ("type_checking", "Vocab"): ['instances: Iterable["Instance"],',
+                                 "if TYPE_CHECKING:\n    class Instance:",
                                  "`adi.Instance` -> `Instance` (inlined)"],
     # an annotation under ``from __future__ import annotations`` is never evaluated: no
     # load-time cycle, so each class comes after its base and the dict after both
@@ -479,7 +491,7 @@ MUST_NOT = {
     # nothing
     ("globals_lookup", "Net"): ["unrelated_helper", "def lazy"],
     ("globals_lookup", "Plain"): ["unrelated", "class GlobLN"],
-    ("type_checking", "Vocab"): ["adi", "TYPE_CHECKING"],
+    ("type_checking", "Vocab"): ["adi"],
     ("lazy_annotations", "Net"): ["lazyann"],
     ("imported_registration", "Net"): ["unrelated", "import irpkg"],
     ("guarded_module", "Net"): ["from . import", "dropped", "`dummy` is a module object"],
@@ -724,6 +736,26 @@ def test_annotations_are_what_upstream_s_modules_make_of_them(extracted, tmp_pat
         assert mod.GAIN.arg_types == up_mod.GAIN.arg_types == {"x": float, "return": float}
     finally:
         forget_upstream("fmpkg")
+
+
+def test_what_only_type_checking_imports_lead_to_never_runs(extracted, tmp_path):
+    """nerfstudio's callbacks import the trainer under ``if TYPE_CHECKING:`` for an annotation:
+    the file imports without the package only the trainer's module imports, binds no
+    ``Trainer`` as it runs, and ``typing.get_type_hints`` fails on the annotation as on
+    upstream's."""
+    res, _, repo = extracted("type_checking", "Stepper")
+    assert res.ok, res.error
+    mod = load_generated(res, tmp_path, "_golden_typing_only")
+    try:
+        up_mod = import_upstream(repo, "tcpkg.callbacks")
+        for m in (mod, up_mod):
+            assert not hasattr(m, "Trainer")
+            with pytest.raises(NameError, match="Trainer"):
+                typing.get_type_hints(m.Stepper.__init__)
+            assert m.Stepper().fc.in_features == 8
+        assert "nnrag_missing_splines" not in sys.modules
+    finally:
+        forget_upstream("tcpkg")
 
 
 def test_an_operator_the_block_reads_is_registered_in_a_fresh_process(extracted, tmp_path):

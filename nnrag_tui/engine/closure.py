@@ -68,6 +68,8 @@ class Dependency:
     load: bool  # needed while the module executes (orders definitions)
     nodes: tuple[NodeId, ...] = ()
     note: str = ""
+    # through an ``if TYPE_CHECKING:`` import, which never runs (engine.typing_only)
+    typing_only: bool = False
 
 
 @dataclass
@@ -109,6 +111,9 @@ class Closure:
     # modules whose statements reach above their folder through ``__file__`` -> the path
     # their ``__file__`` is here, from the file's folder (``<source>.files/<upstream path>``)
     relocated_files: dict[tuple[str, str], str] = field(default_factory=dict)
+    # statements only ``if TYPE_CHECKING:`` imports lead to, which never run
+    # (engine.typing_only)
+    typing_only: frozenset[NodeId] = frozenset()
 
     def stmt(self, node: NodeId) -> TopStmt:
         return self.modules[node[0]].stmts[node[1]]

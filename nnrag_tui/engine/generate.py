@@ -18,11 +18,12 @@ from nnrag_tui.engine.closure import ALWAYS_EXTERNAL, UNUSED, Closure, ExternalI
 from nnrag_tui.engine.import_locations import emptied as emptied_lists
 from nnrag_tui.engine.modsource import ModuleSource
 from nnrag_tui.engine.moduleobject import is_object_key
-from nnrag_tui.engine.nesting import LazyGroup, NestedModule, nesting
+from nnrag_tui.engine.nesting import LazyGroup, NestedModule, external_users, nesting
 from nnrag_tui.engine.provenance import repo_path
 from nnrag_tui.engine.registry_scope import pinned as pin_scope
 from nnrag_tui.engine.rewrite import ImportEdits, indented, rewrite_statement
 from nnrag_tui.engine.spec import build_spec, find_class
+from nnrag_tui.engine.typing_only import TypingGroup, typing_group
 
 STDLIB = frozenset(getattr(sys, "stdlib_module_names", ())) | {"__future__"}
 MAX_MODULE_FILE = 64 << 20  # bytes: a larger file found through ``__file__`` is not copied
@@ -85,8 +86,9 @@ class GeneratedBlock:
 def generate(closure: Closure, sources: dict[str, dict]) -> GeneratedBlock:
     block = closure.block
     body: list[str] = []
-    nests, groups = nesting(closure)
-    texts, definitions, inner = _statement_texts(closure, nests, groups)
+    typing = typing_group(closure, external_users(closure)) if closure.typing_only else None
+    nests, groups = nesting(closure, frozenset(typing.nodes if typing else ()))
+    texts, definitions, inner = _statement_texts(closure, nests, groups, typing)
     outer = [n for n in closure.nodes if n not in inner]
     for prev, node in zip([None, *outer], outer):
         if prev is not None:
@@ -99,9 +101,11 @@ def generate(closure: Closure, sources: dict[str, dict]) -> GeneratedBlock:
     if "." in block.qualname:
         tail.append(f"{exported} = {top}.{block.qualname.split('.', 1)[1]}\n")
     tail.append(f"__all__ = [{exported!r}]\n".replace("'", '"'))
-    moved = {i for found in [*nests.values(), groups] for m in found for i in m.externals}
+    moved = {i for found in [*nests.values(), groups, [typing] if typing else []]
+             for m in found for i in m.externals}
     imports = _import_section(closure.future, [e for i, e in closure.externals.items()
-                                               if i not in moved])
+                                               if i not in moved] + (
+        [typing.guard_import] if typing and typing.guard_import else []))
     header = _header(closure, definitions, sources)
     parts = [header, imports] if imports else [header]
     code = "\n".join(parts) + "\n\n" + "".join(body) + "\n\n" + "".join(tail)
@@ -130,12 +134,13 @@ def generate(closure: Closure, sources: dict[str, dict]) -> GeneratedBlock:
 
 
 def _statement_texts(closure: Closure, nests: dict[NodeId, list[NestedModule]],
-                     groups: list[LazyGroup]
+                     groups: list[LazyGroup], typing: TypingGroup | None = None
                      ) -> tuple[dict[NodeId, str], list[Definition], set[NodeId]]:
     """Every statement's text as the file has it, its header entry, and the statements that
     go inside another's text (engine.nesting): a guard of the module that imports theirs, or
-    the ``try`` of their group, which the group's last statement's text stands for (that
-    statement is then not among the inner ones)."""
+    the ``try`` of their group, or the ``if TYPE_CHECKING:`` of the typing-only ones
+    (engine.typing_only), which the group's last statement's text stands for (that statement
+    is then not among the inner ones)."""
     refs_by_node: dict[NodeId, list[tuple[str, tuple]]] = {}
     for (user, name), key in closure.refs.items():
         refs_by_node.setdefault(user, []).append((name, key))
@@ -150,10 +155,13 @@ def _statement_texts(closure: Closure, nests: dict[NodeId, list[NestedModule]],
         for m in found:
             where = f"{closure.entries[m.site[0]].facts.relpath}:{closure.stmt(m.site).line}"
             notes.update((n, f"indented, inside the `{m.guard}` of {where}") for n in m.nodes)
-    last: dict[NodeId, LazyGroup] = {}
+    last: dict[NodeId, LazyGroup | TypingGroup] = {}
     for g in groups:
         last[g.nodes[-1]] = g
         notes.update((n, _group_note(closure, g, n[0])) for n in g.nodes)
+    if typing is not None:
+        last[typing.nodes[-1]] = typing
+        notes.update((n, typing.note()) for n in typing.nodes)
     texts: dict[NodeId, str] = {}
     definitions: list[Definition] = []
     for node in closure.nodes:
@@ -165,8 +173,11 @@ def _statement_texts(closure: Closure, nests: dict[NodeId, list[NestedModule]],
         texts[node] = text
         if node in notes:
             log = [*log, notes[node]]
-        if node in last:
-            texts[node] = ("try:\n" + indented(_nested_code(closure, last[node], texts), "    ")
+        g = last.get(node)
+        if isinstance(g, TypingGroup):
+            texts[node] = f"if {g.guard}:\n" + indented(_nested_code(closure, g, texts), "    ")
+        elif g is not None:
+            texts[node] = ("try:\n" + indented(_nested_code(closure, g, texts), "    ")
                            + "except ImportError:\n    pass\n")
         st = closure.stmt(node)
         entry = closure.entries[node[0]]
@@ -193,13 +204,15 @@ def _group_note(closure: Closure, g: LazyGroup, module: tuple[str, str]) -> str:
     return f"indented, inside a `try` of its own, {why}"
 
 
-def _nested_code(closure: Closure, m: NestedModule | LazyGroup,
+def _nested_code(closure: Closure, m: NestedModule | LazyGroup | TypingGroup,
                  texts: dict[NodeId, str]) -> str:
-    """The statements of a module emitted inside the guard of its import, or of a lazy group
-    (engine.nesting), after the imports of them that may fail, at column 0."""
-    parts = [_import_section([], [closure.externals[i] for i in m.externals]).rstrip() + "\n"]
+    """The statements of a module emitted inside the guard of its import, or of a group
+    (engine.nesting, engine.typing_only), after the imports only they make, at column 0."""
+    head = _import_section([], [closure.externals[i] for i in m.externals]).rstrip()
+    parts = [head + "\n"] if head else []
     for prev, node in zip([None, *m.nodes], m.nodes):
-        parts.append("\n\n" if prev is None else _separator(closure, prev, node))
+        if prev is not None or parts:
+            parts.append("\n\n" if prev is None else _separator(closure, prev, node))
         parts.append(texts[node].rstrip() + "\n")
     return "".join(parts)
 

@@ -69,18 +69,22 @@ class LazyGroup:
     sites: list[tuple[NodeId, int, str]]
 
 
-def nesting(closure: Closure) -> tuple[dict[NodeId, list[NestedModule]], list[LazyGroup]]:
+def nesting(closure: Closure, typing: frozenset[NodeId] = frozenset()
+            ) -> tuple[dict[NodeId, list[NestedModule]], list[LazyGroup]]:
     """The modules to emit inside the guard of their one import, by the statement holding it,
     and the groups of modules to emit in a ``try`` of their own (see the module's docstring).
     An import that may fail goes into each of them that makes it (two kernel modules may both
-    ``import triton``), and stays at the top where any other statement reads it."""
-    guarded = _guarded_modules(closure)
-    ext_users = _external_users(closure)
-    groups = _lazy_groups(closure, {m.module for m in guarded}, ext_users)
+    ``import triton``), and stays at the top where any other statement reads it. The statements
+    ``typing`` (engine.typing_only), which never run, are none of theirs, and an import one of
+    them reads stays at the top too, above them."""
+    guarded = _guarded_modules(closure, typing)
+    ext_users = external_users(closure)
+    groups = _lazy_groups(closure, {m.module for m in guarded},
+                          {i: users - typing for i, users in ext_users.items()}, typing)
     inside = {m.module for m in guarded} | {m for g in groups for m in g.modules}
     movable = {i: {u[0] for u in users} for i, users in ext_users.items()
                if i in closure.externals and _may_be_missing(closure.externals[i].module)
-               and all(u[0] in inside for u in users)}
+               and not users & typing and all(u[0] in inside for u in users)}
     nests: dict[NodeId, list[NestedModule]] = {}
     for m in guarded:
         m.externals = sorted(i for i, users in movable.items() if m.module in users)
@@ -94,7 +98,7 @@ def nesting(closure: Closure) -> tuple[dict[NodeId, list[NestedModule]], list[La
     return nests, kept
 
 
-def _guarded_modules(closure: Closure) -> list[NestedModule]:
+def _guarded_modules(closure: Closure, typing: frozenset[NodeId]) -> list[NestedModule]:
     """The modules upstream imports once, right in a ``try`` that catches ImportError as the
     module runs, that no other statement reads: to emit inside that ``try``."""
     sites: dict[tuple[str, str], set[tuple[NodeId, int]]] = {}
@@ -105,6 +109,8 @@ def _guarded_modules(closure: Closure) -> list[NestedModule]:
         return []
     readers: dict[tuple[str, str], set[NodeId]] = {}
     for d in closure.deps:
+        if d.user in typing:
+            continue
         for n in d.nodes:
             if n[0] != d.user[0]:
                 readers.setdefault(n[0], set()).add(d.user)
@@ -115,8 +121,8 @@ def _guarded_modules(closure: Closure) -> list[NestedModule]:
             continue
         ((site, line),) = where
         guard = _guard(closure, site, line)
-        nodes = [n for n in closure.nodes if n[0] == module]
-        if guard is None or any(position[n] > position[site] for n in nodes):
+        nodes = [n for n in closure.nodes if n[0] == module and n not in typing]
+        if guard is None or not nodes or any(position[n] > position[site] for n in nodes):
             continue  # (what they need then comes after the guard too)
         found[module] = NestedModule(site, line, module, nodes, [], *guard)
     # read by nothing else than its import, or by modules imported further down the same
@@ -137,16 +143,20 @@ def _guarded_modules(closure: Closure) -> list[NestedModule]:
 
 
 def _lazy_groups(closure: Closure, guarded: set[tuple[str, str]],
-                 ext_users: dict[str, set[NodeId]]) -> list[LazyGroup]:
+                 ext_users: dict[str, set[NodeId]], typing: frozenset[NodeId]
+                 ) -> list[LazyGroup]:
     """The groups of modules upstream imports only inside functions, that import a package
     which may be missing, or import at load time such a module; without their externals yet.
     ``guarded`` modules go inside the statement holding their import, not into a group."""
     target = (closure.block.source, closure.block.module)
     emitted: dict[tuple[str, str], list[NodeId]] = {}
     for n in closure.nodes:
-        emitted.setdefault(n[0], []).append(n)
+        if n not in typing:
+            emitted.setdefault(n[0], []).append(n)
     eager: dict[tuple[str, str], set[tuple[str, str]]] = {}  # module -> modules reading it
     for d in closure.deps:
+        if d.user in typing:
+            continue
         lazy = d.how == "local-import" and not d.load
         for n in d.nodes:
             if n[0] != d.user[0] and not lazy:
@@ -174,7 +184,7 @@ def _lazy_groups(closure: Closure, guarded: set[tuple[str, str]],
         sites = sorted((user, line, bound)
                        for (user, line, bound), key in closure.guarded_imports.items()
                        if key and key[0] == "def" and key[1] in part and user[0] not in part)
-        nodes = [n for n in closure.nodes if n[0] in part]
+        nodes = [n for n in closure.nodes if n[0] in part and n not in typing]
         groups.append(LazyGroup(sorted(part), nodes, [], sites))
     return groups
 
@@ -199,7 +209,7 @@ def _connected(modules: set[tuple[str, str]], eager: dict[tuple[str, str], set[t
     return parts
 
 
-def _external_users(closure: Closure) -> dict[str, set[NodeId]]:
+def external_users(closure: Closure) -> dict[str, set[NodeId]]:
     """External import identity -> the statements that read what it binds."""
     users: dict[str, set[NodeId]] = {}
     for (user, _name), key in [*closure.refs.items(), *closure.early_refs.items()]:

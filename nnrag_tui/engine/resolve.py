@@ -15,6 +15,7 @@ import ast
 import hashlib
 import os
 import re
+from dataclasses import replace
 from pathlib import Path
 
 from nnrag_tui.engine.bindings import ModuleEntry, ModuleIndex, Target
@@ -61,6 +62,7 @@ from nnrag_tui.engine.parse import resolve_relative
 from nnrag_tui.engine.registry_scope import scope_registries, shared_tree_clashes
 from nnrag_tui.engine.side_effects import SideEffects
 from nnrag_tui.engine.torchops import MAY_REGISTER, registered_ops
+from nnrag_tui.engine.typing_only import typing_only
 
 # ``sys.modules[name] = module``, as a package aliases its old module paths
 _SYS_MODULES_STORE = re.compile(r"\bsys\.modules\[[^\]\n]+\]\s*=(?!=)")
@@ -587,7 +589,10 @@ class _ClosureBuilder:
             for f in self.modules[key].future:
                 if f not in future:
                     future.append(f)
-        quoted = self.quoted_annotations(nodes, future)
+        block = {n for n in nodes if n[0] == self.entry.key
+                 and self.block.qualname.split(".")[0] in self.modules[n[0]].stmts[n[1]].binds}
+        typing = typing_only(self.deps, nodes, block)
+        quoted = self.quoted_annotations(nodes, future, typing)
         if quoted:
             future.remove("annotations")
         self.note_unindexed_imports()
@@ -610,21 +615,22 @@ class _ClosureBuilder:
                        self.externals, out_names, self.refs, self.chains, self.guarded,
                        self.unresolved, self.notes, sorted(future), self.early_refs,
                        self.module_files, self.unsure, emptied, scopes,
-                       self.r.external_packages, quoted, self.relocated_files)
+                       self.r.external_packages, quoted, self.relocated_files, typing)
 
-    def quoted_annotations(self, nodes: list[NodeId],
-                           future: list[str]) -> frozenset[tuple[str, str]]:
+    def quoted_annotations(self, nodes: list[NodeId], future: list[str],
+                           typing: frozenset[NodeId]) -> frozenset[tuple[str, str]]:
         """One file has one ``from __future__ import annotations``, which makes every
         annotation in it a string. Where a definition from a module without it evaluates
         annotations (torchmd-net's warp kernels, ``X: wp.array(dtype=dtype_wp)`` in a function
         that binds ``dtype_wp``, built as the module imports; ``inspect.signature``), the file
         has no such import, and the annotations of the definitions from the modules with it
         are written as the strings it makes of them upstream: the modules returned. Said in
-        the header."""
+        the header. What only ``if TYPE_CHECKING:`` imports lead to (``typing``) never runs,
+        and evaluates nothing."""
         if "annotations" not in future:
             return frozenset()
         eager = sorted({self.entries[n[0]].facts.relpath for n in nodes
-                        if "annotations" not in self.modules[n[0]].future
+                        if n not in typing and "annotations" not in self.modules[n[0]].future
                         and evaluates_annotations(self.modules[n[0]].stmts[n[1]].node)})
         if not eager:
             return frozenset()
@@ -966,8 +972,12 @@ class _ClosureBuilder:
             module = self.type_checking_module(entry, name, others)
             if module is not None:
                 # ``if TYPE_CHECKING: from allennlp.data import instance as adi`` read as
-                # ``"adi.Instance"``: the chains lead to definitions, as for a plain import
+                # ``"adi.Instance"``: the chains lead to definitions, as for a plain import,
+                # through an import that never runs
+                first = len(self.deps)
                 self.follow(node, entry, st, name, module, load, assigned_global)
+                self.deps[first:] = [replace(d, typing_only=True) if d.user == node else d
+                                     for d in self.deps[first:]]
                 return
             plain = self.plain_import(entry, name, st.line if load else None)
             if plain is not None:
@@ -1236,7 +1246,8 @@ class _ClosureBuilder:
             elif rec.guard.kind != "type_checking":
                 self.note_unsure(node, rec, t.entry, t.name, nodes)
             self.deps.append(Dependency(node, rec.bound, "definition", t.qualified,
-                                        "guarded", t.confidence, True, nodes))
+                                        "guarded", t.confidence, True, nodes,
+                                        typing_only=rec.guard.kind == "type_checking"))
         elif t.kind == "module" and t.entry is not None:
             # ``except ImportError: from .. import triton_missing as dummy`` then
             # ``dummy.DummyImport()`` (spikingjelly): the name stands for the module object
@@ -1244,7 +1255,8 @@ class _ClosureBuilder:
             key = ("def", obj[0], MODULE_OBJECT)
             self.guarded[(node, rec.line, rec.bound)] = key
             self.deps.append(Dependency(node, rec.bound, "definition", t.name, "module-object",
-                                        1.0, True, (obj,)))
+                                        1.0, True, (obj,),
+                                        typing_only=rec.guard.kind == "type_checking"))
 
     def note_unsure(self, node: NodeId, rec: ImportRecord, home: ModuleEntry, name: str,
                     binders: tuple[NodeId, ...]) -> None:
