@@ -115,6 +115,9 @@ MUST = {
                                    ("if TYPE_CHECKING:\n    import nnrag_missing_splines\n\n\n"
                                     "    class Trainer:\n"),
                                    'def __init__(self, trainer: "Optional[Trainer]" = None):'],
+    # ``TYPE_CHECKING`` is the package's own flag here: the group's guard needs no name
+    ("type_checking", "Shimmed"): ['if __import__("typing").TYPE_CHECKING:\n    class Instance:',
+                                   "TYPE_CHECKING = False\n"],
     # every import of the guard is inlined: a block cannot be empty (peft's mapping.py)
     ("type_checking", "Registered"): ["if TYPE_CHECKING:\n    pass\n",
                                       # what evaluates its annotations never runs

@@ -73,7 +73,7 @@ def _reach(start: set[NodeId], edges: dict[NodeId, list[tuple[NodeId, bool]]],
 
 def typing_group(closure: Closure, ext_users: dict[str, set[NodeId]]) -> TypingGroup | None:
     """The group of the closure's typing-only statements, with the external imports only they
-    read; None where there are none, or where the file cannot bind ``TYPE_CHECKING``."""
+    read; None where there are none."""
     nodes = closure.typing_only
     if not nodes:
         return None
@@ -92,6 +92,6 @@ def typing_group(closure: Closure, ext_users: dict[str, set[NodeId]]) -> TypingG
     if typing is not None:
         return TypingGroup(ordered, externals, f"{typing.bound}.TYPE_CHECKING", where)
     taken = set(closure.out_names.values()) | {e.bound for e in closure.externals.values()}
-    if _TC.bound in taken:
-        return None
+    if _TC.bound in taken:  # a definition of that name: the guard needs no name of its own
+        return TypingGroup(ordered, externals, '__import__("typing").TYPE_CHECKING', where)
     return TypingGroup(ordered, externals, _TC.bound, where, _TC)
