@@ -759,6 +759,10 @@ def test_what_only_type_checking_imports_lead_to_never_runs(extracted, tmp_path)
         assert "nnrag_missing_splines" not in sys.modules
     finally:
         forget_upstream("tcpkg")
+    # the spec says which dependency only such an import leads to
+    deps = {(d["name"], d["target"]): d for d in res.generated.spec["dependencies"]}
+    assert deps[("Trainer", "tcpkg.trainer.Trainer")]["typing_only"] is True
+    assert "typing_only" not in deps[("NetConfig", "tcpkg.config.NetConfig")]
 
 
 def test_an_operator_the_block_reads_is_registered_in_a_fresh_process(extracted, tmp_path):

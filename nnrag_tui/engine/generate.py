@@ -116,7 +116,8 @@ def generate(closure: Closure, sources: dict[str, dict]) -> GeneratedBlock:
         cls, name=exported, qualname=block.full_name, category=block.category,
         bases=list(block.bases),
         dependencies=[{"name": d.name, "kind": d.kind, "target": d.target, "how": d.how,
-                       "confidence": d.confidence, **({"note": d.note} if d.note else {})}
+                       "confidence": d.confidence, **({"note": d.note} if d.note else {}),
+                       **({"typing_only": True} if d.typing_only else {})}
                       for d in _unique_deps(closure)],
         externals=[e.text() for e in closure.externals.values()],
         source={"repo": block.source, "module": block.module,
