@@ -86,8 +86,9 @@ class GeneratedBlock:
 def generate(closure: Closure, sources: dict[str, dict]) -> GeneratedBlock:
     block = closure.block
     body: list[str] = []
-    typing = typing_group(closure, external_users(closure)) if closure.typing_only else None
-    nests, groups = nesting(closure, frozenset(typing.nodes if typing else ()))
+    users = external_users(closure)
+    typing = typing_group(closure, users) if closure.typing_only else None
+    nests, groups = nesting(closure, users, frozenset(typing.nodes if typing else ()))
     texts, definitions, inner = _statement_texts(closure, nests, groups, typing)
     outer = [n for n in closure.nodes if n not in inner]
     for prev, node in zip([None, *outer], outer):

@@ -69,16 +69,16 @@ class LazyGroup:
     sites: list[tuple[NodeId, int, str]]
 
 
-def nesting(closure: Closure, typing: frozenset[NodeId] = frozenset()
+def nesting(closure: Closure, ext_users: dict[str, set[NodeId]],
+            typing: frozenset[NodeId] = frozenset()
             ) -> tuple[dict[NodeId, list[NestedModule]], list[LazyGroup]]:
     """The modules to emit inside the guard of their one import, by the statement holding it,
     and the groups of modules to emit in a ``try`` of their own (see the module's docstring).
     An import that may fail goes into each of them that makes it (two kernel modules may both
     ``import triton``), and stays at the top where any other statement reads it. The statements
     ``typing`` (engine.typing_only), which never run, are none of theirs, and an import one of
-    them reads stays at the top too, above them."""
+    them reads stays at the top too, above them. ``ext_users``: ``external_users(closure)``."""
     guarded = _guarded_modules(closure, typing)
-    ext_users = external_users(closure)
     groups = _lazy_groups(closure, {m.module for m in guarded},
                           {i: users - typing for i, users in ext_users.items()}, typing)
     inside = {m.module for m in guarded} | {m for g in groups for m in g.modules}

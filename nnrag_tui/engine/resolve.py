@@ -589,9 +589,7 @@ class _ClosureBuilder:
             for f in self.modules[key].future:
                 if f not in future:
                     future.append(f)
-        block = {n for n in nodes if n[0] == self.entry.key
-                 and self.block.qualname.split(".")[0] in self.modules[n[0]].stmts[n[1]].binds}
-        typing = typing_only(self.deps, nodes, block)
+        typing = typing_only(self.deps, nodes, {(self.entry.key, i) for i in starts})
         quoted = self.quoted_annotations(nodes, future, typing)
         if quoted:
             future.remove("annotations")
