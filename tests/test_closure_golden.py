@@ -140,7 +140,9 @@ MUST = {
     ("cycles", "Net"): ["def is_odd(", "def is_even(", "else is_odd(n - 1)", "else OddGate()(x)"],
     ("registry", "Net"): ['@register_model\nclass Net(', '@register_act("double")\ndef double(',
                           '_ACTS["tanh"] = torch.tanh', "@register_model\nclass Tiny(",
-                          'add_act("square", _square, inverse=_root)\n'],
+                          'add_act("square", _square, inverse=_root)\n',
+                          ('for _alias, _fn in (("minus", neg), ("twice", double)):\n'
+                           '    _ACTS[_alias] = _fn\n')],
     ("registry", "Plain"): ["@register_model\nclass Plain(",
                             "_model_entrypoints = {}\n_module_names = set()\n"],
     ("class_registry", "AttnNet"): [

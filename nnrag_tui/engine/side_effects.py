@@ -129,8 +129,8 @@ class SideEffects:
                     values |= named_with_module(st.node)
                 for name in load_names:
                     key = self.r.binding_key(entry, ms, name)
-                    if key is None:
-                        continue
+                    if key is None or (st.kind == "compound" and name in st.binds):
+                        continue  # (a loop's own variable: ``for _w in ...: WORDS[_w] = 1``)
                     if name not in values:
                         keys.append(key)
                     if key in registries and name in ms.access(st)[1]:
