@@ -340,11 +340,27 @@ MUST = {
         "import of `NotNeeded` inside a function dropped (unused)",
         # an external import nothing reads still runs (peft's ``import sklearn`` check)
         "        try:\n            import nnrag_missing_accel  # noqa: F401"],
+    # the module-level code of a module upstream imports only inside a function runs at the
+    # first call of that import (whisper's triton kernels)
     ("local_import", "LazyNet"): [
-        "        return fast_scale(self.fc(x))\n", "import nnrag_missing_accel as _accel",
-        "# note: lipkg/fastops.py is imported only inside functions upstream (lipkg.lazy: "
-        "`fast_scale`), so its module-level code ran at the first call; here its lines 3-6 run "
-        "when this file is imported"],
+        "        return fast_scale(self.fc(x))\n",
+        ("def _run_fastops():\n    global _fastops_ran, _accel\n    if _fastops_ran:\n"
+         "        return\n    try:\n        import nnrag_missing_accel as _accel\n"),
+        "        _run_fastops()  # deferred: the optional kernels load on first use\n",
+        "# note: lipkg/fastops.py is imported only inside functions upstream (lipkg/lazy.py:10), "
+        "so its module-level code runs at the first such import; here its lines 3-6 run in "
+        "`_run_fastops()`, which each of those imports calls first"],
+    # ... once, at the first import, where nothing the file runs as it loads needs it earlier
+    # (ultralytics' ``nn/text_model.py``, which tries to install clip); a module whose later
+    # statement stores into what its loop fills keeps the loop at the top, in upstream's order
+    ("deferred_code", "Net"): [
+        ("    global _text_ran, clip\n    if _text_ran:\n        return\n    try:\n"
+         "        import nnrag_missing_clip as clip\n    except ImportError:\n"
+         "        check_requirements(\"nnrag_missing_clip\")\n"),
+        "        _run_text()\n\n        self.text_model = build_text_model()\n",
+        "    for _i, _word in enumerate((\"cat\", \"dog\")):\n        WORDS[_word] = _i\n",
+        ("STEPS = {}\nfor _i_order, _step in enumerate((\"load\", \"fit\")):\n"
+         "    STEPS[_step] = _i_order\nSTEPS[\"save\"] = len(STEPS)\n")],
     # one external imported under two names is read under one: the alias upstream's other
     # module gives it, where a function binds a local of that name, is not used (torchrec's
     # ``import logging as logger`` beside ``logger = logging.getLogger(...)``); a dotted
@@ -765,6 +781,32 @@ def test_what_only_type_checking_imports_lead_to_never_runs(extracted, tmp_path)
     deps = {(d["name"], d["target"]): d for d in res.generated.spec["dependencies"]}
     assert deps[("Trainer", "tcpkg.trainer.Trainer")]["typing_only"] is True
     assert "typing_only" not in deps[("NetConfig", "tcpkg.config.NetConfig")]
+
+
+def test_module_level_code_runs_at_the_first_import_inside_a_function(extracted, tmp_path):
+    """ultralytics imports ``nn/text_model.py``, which tries to install clip where it is
+    missing, only inside the functions that build a text model: the file imports without clip
+    and attempts nothing, and each call fails and attempts again as upstream's import does; a
+    loop that fills a table runs once, at the first call; one that a later statement extends
+    keeps upstream's order."""
+    res, _, repo = extracted("deferred_code", "Net")
+    assert res.ok, res.error
+    mod = load_generated(res, tmp_path, "_golden_deferred_code")
+    try:
+        up_mod = import_upstream(repo, "dcpkg.net")
+        assert mod.ATTEMPTS == []  # (upstream's module holding them is not even imported yet)
+        for m, checks in ((mod, lambda: mod), (up_mod, lambda: sys.modules["dcpkg.checks"])):
+            net = m.Net()
+            assert "dcpkg.checks" not in sys.modules and not hasattr(m, "clip")  # nothing ran
+            assert net(torch.ones(1, 8)).shape == (1, 8)
+            for tries in (1, 2):
+                with pytest.raises(ModuleNotFoundError, match="nnrag_missing_clip"):
+                    net.set_classes(["cat"])
+                assert checks().ATTEMPTS == ["nnrag_missing_clip"] * tries
+            assert net.vocab() == net.vocab() == (2, 1)
+            assert net.step("save") == 2
+    finally:
+        forget_upstream("dcpkg")
 
 
 def test_an_operator_the_block_reads_is_registered_in_a_fresh_process(extracted, tmp_path):

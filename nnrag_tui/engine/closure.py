@@ -114,6 +114,11 @@ class Closure:
     # statements only ``if TYPE_CHECKING:`` imports lead to, which never run
     # (engine.typing_only)
     typing_only: frozenset[NodeId] = frozenset()
+    # module imported only inside functions -> (the index in ``notes`` of the header's note
+    # on its module-level code, that code's statements), which may run at the first such
+    # import (engine.deferred)
+    deferred_code: dict[tuple[str, str], tuple[int, tuple[NodeId, ...]]] = \
+        field(default_factory=dict)
 
     def stmt(self, node: NodeId) -> TopStmt:
         return self.modules[node[0]].stmts[node[1]]

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from nnrag_tui import __version__
 from nnrag_tui.engine.closure import ALWAYS_EXTERNAL, UNUSED, Closure, ExternalImport, NodeId
+from nnrag_tui.engine.deferred import DeferredRun, deferred_runs
 from nnrag_tui.engine.import_locations import emptied as emptied_lists
 from nnrag_tui.engine.modsource import ModuleSource
 from nnrag_tui.engine.moduleobject import is_object_key
@@ -89,11 +90,16 @@ def generate(closure: Closure, sources: dict[str, dict]) -> GeneratedBlock:
     users = external_users(closure)
     typing = typing_group(closure, users) if closure.typing_only else None
     nests, groups = nesting(closure, users, frozenset(typing.nodes if typing else ()))
-    texts, definitions, inner = _statement_texts(closure, nests, groups, typing)
+    runs = deferred_runs(closure, {*nests, *(n for found in nests.values() for m in found
+                                            for n in m.nodes),
+                                   *(n for g in groups for n in g.nodes),
+                                   *(typing.nodes if typing else ())})
+    texts, definitions, inner = _statement_texts(closure, nests, groups, typing, runs)
+    anchors = {run.anchor for run in runs}
     outer = [n for n in closure.nodes if n not in inner]
     for prev, node in zip([None, *outer], outer):
         if prev is not None:
-            body.append(_separator(closure, prev, node))
+            body.append("\n\n" if node in anchors else _separator(closure, prev, node))
         body.append(texts[node].rstrip() + "\n")
     exported = block.qualname.rsplit(".", 1)[-1]
     top = closure.out_names.get(("def", (block.source, block.module), closure.target_name),
@@ -107,7 +113,10 @@ def generate(closure: Closure, sources: dict[str, dict]) -> GeneratedBlock:
     imports = _import_section(closure.future, [e for i, e in closure.externals.items()
                                                if i not in moved] + (
         [typing.guard_import] if typing and typing.guard_import else []))
-    header = _header(closure, definitions, sources)
+    notes = list(closure.notes)
+    for run in runs:
+        notes[run.note] = run.note_text(closure)
+    header = _header(closure, definitions, sources, notes)
     parts = [header, imports] if imports else [header]
     code = "\n".join(parts) + "\n\n" + "".join(body) + "\n\n" + "".join(tail)
     ms = closure.modules[(block.source, block.module)]
@@ -131,18 +140,20 @@ def generate(closure: Closure, sources: dict[str, dict]) -> GeneratedBlock:
         spec["files"] = [rel for _, rel in closure.module_files]
     return GeneratedBlock(exported, block.key, code, spec, definitions,
                           [e.text() for e in closure.externals.values()],
-                          list(closure.unresolved), list(closure.notes),
+                          list(closure.unresolved), notes,
                           list(closure.module_files), closure.imported_packages)
 
 
 def _statement_texts(closure: Closure, nests: dict[NodeId, list[NestedModule]],
-                     groups: list[LazyGroup], typing: TypingGroup | None = None
+                     groups: list[LazyGroup], typing: TypingGroup | None = None,
+                     runs: list[DeferredRun] | None = None
                      ) -> tuple[dict[NodeId, str], list[Definition], set[NodeId]]:
     """Every statement's text as the file has it, its header entry, and the statements that
     go inside another's text (engine.nesting): a guard of the module that imports theirs, or
     the ``try`` of their group, or the ``if TYPE_CHECKING:`` of the typing-only ones
     (engine.typing_only), which the group's last statement's text stands for (that statement
-    is then not among the inner ones)."""
+    is then not among the inner ones), or the function that runs a module's code at the first
+    import of it inside a function (engine.deferred), which goes right above its anchor."""
     refs_by_node: dict[NodeId, list[tuple[str, tuple]]] = {}
     for (user, name), key in closure.refs.items():
         refs_by_node.setdefault(user, []).append((name, key))
@@ -152,7 +163,16 @@ def _statement_texts(closure: Closure, nests: dict[NodeId, list[NestedModule]],
             key = closure.guarded_imports[(user, line, bound)]
             unsure_by_node.setdefault(user, {})[(line - closure.stmt(user).line + 1, bound)] = \
                 f"cannot import name {key[2]!r} from {key[1][1]!r}"
+    runs = runs or []
+    calls: dict[NodeId, dict[int, tuple[str, ...]]] = {}
+    for run in runs:
+        for user, line in run.sites:
+            at = calls.setdefault(user, {})
+            rel = line - closure.stmt(user).line + 1
+            at[rel] = (*at.get(rel, ()), run.runner)
     notes: dict[NodeId, str] = {}
+    for run in runs:
+        notes.update((n, run.statement_note(closure)) for n in run.nodes)
     for found in nests.values():
         for m in found:
             where = f"{closure.entries[m.site[0]].facts.relpath}:{closure.stmt(m.site).line}"
@@ -171,7 +191,7 @@ def _statement_texts(closure: Closure, nests: dict[NodeId, list[NestedModule]],
                   (_nested_code(closure, m, texts), _nested_note(closure, m))
                   for m in nests.get(node, ())}
         text, log = _statement_text(closure, node, refs_by_node.get(node, []), nested,
-                                    unsure_by_node.get(node))
+                                    unsure_by_node.get(node), calls.get(node))
         texts[node] = text
         if node in notes:
             log = [*log, notes[node]]
@@ -187,6 +207,9 @@ def _statement_texts(closure: Closure, nests: dict[NodeId, list[NestedModule]],
             definitions.append(Definition(entry.source, entry.module, entry.facts.relpath,
                                           st.line, st.end_line, entry.facts.sha1,
                                           tuple(sorted(st.binds)), tuple(log)))
+    for run in runs:
+        texts[run.anchor] = (run.code(texts, lambda a, b: _separator(closure, a, b)) + "\n\n"
+                             + texts[run.anchor])
     return texts, definitions, set(notes) - set(last)
 
 
@@ -252,7 +275,8 @@ def statement_text(closure: Closure, node: NodeId) -> str:
 
 def _statement_text(closure: Closure, node: NodeId, refs: list[tuple[str, tuple]],
                     nested: dict[int, tuple[str, str]] | None = None,
-                    more_unsure: dict[tuple[int, str], str] | None = None
+                    more_unsure: dict[tuple[int, str], str] | None = None,
+                    runs: dict[int, tuple[str, ...]] | None = None
                     ) -> tuple[str, list[str]]:
     ms = closure.modules[node[0]]
     st = ms.stmts[node[1]]
@@ -300,8 +324,9 @@ def _statement_text(closure: Closure, node: NodeId, refs: list[tuple[str, tuple]
     if scope is not None:
         text, pinned = pin_scope(text, scope)
         listed += pinned
-    out, log = rewrite_statement(text, renames, chains, ImportEdits(guarded, unsure, nested or {}),
-                                 early, home, quote=node[0] in closure.quoted_annotations)
+    edits = ImportEdits(guarded, unsure, nested or {}, runs or {})
+    out, log = rewrite_statement(text, renames, chains, edits, early, home,
+                                 quote=node[0] in closure.quoted_annotations)
     return out, [*listed, *log]
 
 
@@ -339,7 +364,8 @@ def _import_section(future: list[str], externals: list[ExternalImport]) -> str:
         groups.values()) else "")
 
 
-def _header(closure: Closure, definitions: list[Definition], sources: dict[str, dict]) -> str:
+def _header(closure: Closure, definitions: list[Definition], sources: dict[str, dict],
+            notes: list[str]) -> str:
     b = closure.block
     out = [
         f"# Generated by nnrag {__version__}: the block `{b.qualname}` and every definition it",
@@ -371,7 +397,7 @@ def _header(closure: Closure, definitions: list[Definition], sources: dict[str, 
         out.extend(f"#   {r}" for r in rewrites)
     if closure.unresolved:
         out.append("# unresolved: " + ", ".join(f"{n} ({w})" for n, w in closure.unresolved))
-    for note in closure.notes:
+    for note in notes:
         out.append(f"# note: {note}")
     return "\n".join(out) + "\n"
 

@@ -308,6 +308,7 @@ class _ClosureBuilder:
         # leads, directly in a class body, the header's note on it)
         self.local_modules: list[tuple[NodeId, ImportRecord, Target, bool, str]] = []
         self.object_notes: dict[tuple[str, str], int] = {}  # module object -> its note
+        self.deferred_code: dict[tuple[str, str], tuple[int, tuple[NodeId, ...]]] = {}
         self.effects = SideEffects(self)
 
     # -- graph -----------------------------------------------------------------------------
@@ -613,7 +614,8 @@ class _ClosureBuilder:
                        self.externals, out_names, self.refs, self.chains, self.guarded,
                        self.unresolved, self.notes, sorted(future), self.early_refs,
                        self.module_files, self.unsure, emptied, scopes,
-                       self.r.external_packages, quoted, self.relocated_files, typing)
+                       self.r.external_packages, quoted, self.relocated_files, typing,
+                       self.deferred_code)
 
     def quoted_annotations(self, nodes: list[NodeId], future: list[str],
                            typing: frozenset[NodeId]) -> frozenset[tuple[str, str]]:
@@ -659,10 +661,12 @@ class _ClosureBuilder:
             if key == self.entry.key or any(d.how != "local-import" for d in edges):
                 continue
             ms = self.modules[key]
-            code = [ms.stmts[i] for k, i in nodes if k == key
-                    and ms.stmts[i].kind in ("compound", "other")]
-            if not code:
+            found = tuple((k, i) for k, i in nodes if k == key
+                          and ms.stmts[i].kind in ("compound", "other"))
+            if not found:
                 continue
+            code = [ms.stmts[i] for _, i in found]
+            self.deferred_code[key] = (len(self.notes), found)  # engine.deferred
             first = min(edges, key=lambda d: (d.user, d.name))
             user = self.entries[first.user[0]].module
             lines = ", ".join(f"{st.line}-{st.end_line}" for st in code)

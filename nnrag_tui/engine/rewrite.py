@@ -57,16 +57,20 @@ class ImportEdits:
     rewrite raises it too, where a ``try`` may expect it, instead of a NameError. ``nested``
     maps the line of a guarded import to (the statements of the module it imports, at column
     0, and the header's line on them), which go right above what the import becomes
-    (engine.nesting)."""
+    (engine.nesting). ``runs`` maps the line of an import inside a function to the functions
+    it calls first, which run the module-level code of the module it imports
+    (engine.deferred)."""
 
     guarded: dict[tuple[int, str], str | None] = field(default_factory=dict)
     unsure: dict[tuple[int, str], str] = field(default_factory=dict)
     nested: dict[int, tuple[str, str]] = field(default_factory=dict)
+    runs: dict[int, tuple[str, ...]] = field(default_factory=dict)
 
     def key(self) -> tuple:
         """A hashable form, for the cache."""
         return (tuple(sorted(self.guarded.items(), key=lambda kv: kv[0])),
-                tuple(sorted(self.unsure.items())), tuple(sorted(self.nested.items())))
+                tuple(sorted(self.unsure.items())), tuple(sorted(self.nested.items())),
+                tuple(sorted(self.runs.items())))
 
 
 def rewrite_statement(
@@ -101,9 +105,10 @@ def rewrite_statement(
 @lru_cache(maxsize=4096)
 def _cached(text: str, renames: tuple, chains: tuple, imports: tuple,
             early: tuple, home: tuple[str, bool] | None, quote: bool) -> tuple[str, tuple]:
-    guarded, unsure, nested = imports
+    guarded, unsure, nested, runs = imports
     out, log = _rewrite(text, dict(renames), dict(chains),
-                        ImportEdits(dict(guarded), dict(unsure), dict(nested)), dict(early), home,
+                        ImportEdits(dict(guarded), dict(unsure), dict(nested), dict(runs)),
+                        dict(early), home,
                         quote)
     return out, tuple(log)
 
@@ -235,6 +240,7 @@ class _Walker:
         self.guarded = imports.guarded
         self.unsure = imports.unsure
         self.nested = imports.nested
+        self.runs = imports.runs
         self.used: set[int] = set()
         self.alone: set[int] = set()  # ids of statements alone in their block
         self.early: set[int] = set()  # ids of class-body reads that are module-level uses
@@ -507,7 +513,8 @@ class _Walker:
         for alias in node.names:
             bound = _bound(node, alias)
             key = (node.lineno, bound)
-            if key not in self.guarded or key in self.unsure or node.lineno in self.nested:
+            if key not in self.guarded or key in self.unsure or node.lineno in self.nested \
+                    or node.lineno in self.runs:
                 return False
             source = self.guarded[key]
             target = self.renames.get(bound, bound) if module_level else bound
@@ -577,6 +584,12 @@ class _Walker:
             raising.append(indented(code.rstrip("\n") + "\n\n",
                                     indent.decode("utf-8"))[len(indent):].rstrip(" \t"))
             self.ed.log.append(note)
+        calls = [f"{run}()" for run in ([] if module_level else self.runs.get(node.lineno, ()))]
+        if calls:
+            # upstream's import runs its module's code first (engine.deferred)
+            raising.extend(calls if not indent.strip() else [])
+            self.ed.log.extend(f"{what}{where} calls `{c}` first, which runs the module-level "
+                               "code of its module, as upstream's import does" for c in calls)
         if checks and not indent.strip():
             # upstream's import raises ImportError where its module left the name undefined
             # (megatron's ``try: from ..transformer_engine import fused_apply_rotary_pos_emb
@@ -595,6 +608,8 @@ class _Walker:
             else:
                 parts.append(f"import {names}")
         parts.extend(assigns)
+        if calls and indent.strip():  # ``if fast: from .ops import f`` on one line
+            parts[:0] = calls
         last = self.ed.lines[(node.end_lineno or node.lineno) - 1]
         tail = last[node.end_col_offset or 0:].strip()
         if raising:
