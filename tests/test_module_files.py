@@ -344,6 +344,44 @@ def test_a_root_found_through_parents_brings_the_files_named_below_it(tmp_path):
     assert not (out / "r.files/ypkg/cfg/other.yaml").exists()
 
 
+def test_a_package_searched_recursively_brings_its_files_of_the_names_suffix(tmp_path):
+    """ultralytics' ``DetectionModel(cfg="yolo26n.yaml")``: ``yaml_model_load`` drops the scale
+    letter and ``check_file`` globs ``ROOT / "**" / "yolo26.yaml"``, ``ROOT`` found through
+    ``__file__``. No literal names that file, so it did not come along and the model raised
+    FileNotFoundError where upstream builds: every ``.yaml`` of the package comes now, in the
+    copy of its tree, and nothing the search cannot find."""
+    root = write_tree(tmp_path / "repo", {
+        "ypkg/__init__.py": "",
+        "ypkg/utils/__init__.py": (
+            "from pathlib import Path\n\nFILE = Path(__file__).resolve()\n"
+            "ROOT = FILE.parents[1]\n"),
+        "ypkg/utils/checks.py": (
+            "import glob\n\nfrom ypkg.utils import ROOT\n\n\n"
+            "def check_file(file):\n"
+            "    files = glob.glob(str(ROOT / \"**\" / file), recursive=True)\n"
+            "    if not files:\n        raise FileNotFoundError(f\"'{file}' does not exist\")\n"
+            "    return files[0]\n"),
+        "ypkg/cfg/models/v1/net.yaml": "width: 3\n",
+        "ypkg/cfg/models/v1/net-wide.yaml": "width: 5\n",
+        "ypkg/cfg/models/v1/notes.txt": "not searched for\n",
+        "ypkg/nn/__init__.py": "",
+        "ypkg/nn/tasks.py": (
+            "import re\n\nfrom torch import nn\n\nfrom ypkg.utils.checks import check_file\n\n\n"
+            "class Detect(nn.Module):\n    def __init__(self, cfg=\"netn.yaml\"):\n"
+            "        super().__init__()\n"
+            "        path = check_file(re.sub(r\"n\\.yaml$\", \".yaml\", cfg))\n"
+            "        with open(path) as fh:\n"
+            "            self.width = int(fh.read().split()[-1])\n\n"
+            "    def forward(self, x):\n        return x * self.width\n"),
+    })
+    out, mod = written_and_imported(tmp_path, root, "Detect", [
+        "r.files/ypkg/cfg/models/v1/net-wide.yaml", "r.files/ypkg/cfg/models/v1/net.yaml",
+        "r.files/ypkg/utils/__init__.py"])
+    assert mod.Detect().width == 3
+    assert mod.Detect("net-wide.yaml").width == 5
+    assert not (out / "r.files/ypkg/cfg/models/v1/notes.txt").exists()
+
+
 def test_every_file_a_folder_lookup_reads_comes_along_however_many(tmp_path):
     """ludwig's ``_PATH_HERE`` in ``schema/metadata/__init__.py`` loads five YAML files beside
     it as the module imports (``_load("optimizers.yaml")`` ...). The header names four and

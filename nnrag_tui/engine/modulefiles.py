@@ -19,6 +19,7 @@ MAX_DEPTH = 3  # directories below the module's own that are searched
 MAX_FILES = 5000  # per directory tree, so that a huge data directory costs little
 MAX_SHOWN = 4  # files the header names per statement (all of them go beside the file)
 MAX_ABOVE = 50  # files above a module's directory that its literals name (``above``)
+MAX_SEARCHED = 500  # files of a package that code searches recursively (``above``)
 
 
 def is_plain_relative(rel: str) -> bool:
@@ -116,31 +117,40 @@ class ModuleFiles:
                 out.append((up, w))
         return out
 
-    def above(self, root: str, relpath: str, wanted: frozenset[str]) -> list[tuple[str, str]]:
+    def above(self, root: str, relpath: str, wanted: frozenset[str],
+              searched: frozenset[str] = frozenset()) -> list[tuple[str, str]]:
         """(path from the source root, the literal) of each file of the module's top-level
         package, outside the module's own directory, that a literal of ``wanted`` names as a
         path (``"cfg/default.yaml"``, whole or as its tail): ultralytics' ``ROOT =
         Path(__file__).resolve().parents[1]`` and ``DEFAULT_CFG_PATH = ROOT /
         "cfg/default.yaml"`` in ``ultralytics/utils/__init__.py`` read
-        ``ultralytics/cfg/default.yaml``. At most ``MAX_ABOVE``."""
+        ``ultralytics/cfg/default.yaml``; at most ``MAX_ABOVE``. Where code searches that
+        package recursively for the file names of ``searched`` (``check_file("yolo26n.yaml")``
+        globs ``ROOT / "**" / file`` for the name ``yaml_model_load`` made of it,
+        ``yolo26.yaml``), every file of the package with one of their suffixes too, as the
+        search may find any of them; at most ``MAX_SEARCHED``."""
         module_dir = os.path.dirname(relpath)
         top = relpath.split("/", 1)[0] if "/" in relpath else ""
         if not top or not module_dir:
             return []
         paths = {w for w in wanted if "/" in w and is_plain_relative(w)}
-        if not paths:
+        suffixes = tuple(sorted({os.path.splitext(w)[1] for w in searched} - {""}))
+        if not paths and not suffixes:
             return []
-        out = []
+        out, found = [], 0
         for f in self.tree(os.path.join(root, top)):
             up = f"{top}/{f}"
             if up.startswith(module_dir + "/"):
                 continue
             for w in sorted(paths):
                 if f == w or f.endswith("/" + w):
-                    out.append((up, w))
+                    if found < MAX_ABOVE:
+                        out.append((up, w))
+                        found += 1
                     break
-            if len(out) >= MAX_ABOVE:
-                break
+            else:
+                if suffixes and f.endswith(suffixes) and len(out) - found < MAX_SEARCHED:
+                    out.append((up, f.rsplit("/", 1)[-1]))
         return out
 
 

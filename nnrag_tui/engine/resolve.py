@@ -47,7 +47,13 @@ from nnrag_tui.engine.modsource import (
     demangled,
     evaluates_annotations,
 )
-from nnrag_tui.engine.modulefiles import CLIMBS, ModuleFiles, listed, uses_module_file
+from nnrag_tui.engine.modulefiles import (
+    CLIMBS,
+    MAX_SHOWN,
+    ModuleFiles,
+    listed,
+    uses_module_file,
+)
 from nnrag_tui.engine.moduleobject import (
     ANCHOR_NAMES,
     MODULE_OBJECT,
@@ -72,6 +78,10 @@ def _packages(modules) -> str:
     """The top-level packages of these modules, as the header names them."""
     return ", ".join(sorted({m.split(".")[0] for m in modules}))
 
+
+
+# a bare file name as a literal holds it: ``"yolo26.yaml"``, ``"rtdetr-l.yaml"``
+_FILE_NAME = re.compile(r"[A-Za-z0-9_][\w.-]*\.[A-Za-z0-9]{1,8}")
 
 class Resolver:
     def __init__(self, index: ModuleIndex, roots: dict[str, str],
@@ -774,12 +784,17 @@ class _ClosureBuilder:
             # resolves (the module's code is in this file)
             self.add_module_file(os.devnull, fake)
             reads = sorted({up for up, _ in above})
+            named = ", ".join(reads)
+            if len(reads) > 2 * MAX_SHOWN:  # a package searched recursively (``above``)
+                named = f"{', '.join(reads[:MAX_SHOWN])} and {len(reads) - MAX_SHOWN} more"
             self.notes.append(
                 f"`__file__` in the statements of {entry.facts.relpath} is {fake} beside this "
                 "file, not this file: they reach above the module's folder, so its files go in "
                 f"the folder {folder}, laid out as upstream's source tree ("
                 + "; ".join(moved.get(key, []))
-                + (f"; its statements name {', '.join(reads)}" if reads else "")
+                + (f"; its statements name {named}" if reads and len(reads) <= 2 * MAX_SHOWN
+                   else f"; its statements name or search its package for {named}" if reads
+                   else "")
                 + f"; {entry.facts.relpath} itself is there as an empty file, its code being "
                 "here), where nnrag writes, saves or validates this file; copy that folder "
                 "along with it")
@@ -791,6 +806,24 @@ class _ClosureBuilder:
     def module_literals(self, key: tuple[str, str], nodes: list[NodeId]) -> frozenset[str]:
         ms = self.modules[key]
         return frozenset().union(*(ms.literals(ms.stmts[j]) for k, j in nodes if k == key))
+
+    def searched_names(self, key: tuple[str, str], nodes: list[NodeId]) -> frozenset[str]:
+        """The file names (``"yolo26.yaml"``) the closure's literals hold, where one of its
+        statements searches a tree rooted at a name of module ``key`` recursively: ultralytics'
+        ``check_file`` runs ``glob.glob(str(ROOT / "**" / file), recursive=True)``, ``ROOT``
+        being ``Path(__file__).resolve().parents[1]`` in ``ultralytics/utils/__init__.py``,
+        and ``DetectionModel(cfg="yolo26.yaml")`` finds ``cfg/models/26/yolo26.yaml`` that
+        way. Empty where no statement does."""
+        searching = False
+        for (user, _name), ref in self.refs.items():
+            if ref[0] == "def" and ref[1] == key and user[0] != key and not searching:
+                ms = self.modules[user[0]]
+                st = ms.stmts[user[1]]
+                searching = "**" in ms.literals(st) and "recursive" in ms.stmt_text(st)
+        if not searching:
+            return frozenset()
+        return frozenset(w for k, j in nodes for w in self.modules[k].literals(
+            self.modules[k].stmts[j]) if _FILE_NAME.fullmatch(w) and not w.endswith(".py"))
 
     def relocations(self, nodes: list[NodeId], file_nodes: list[NodeId]
                     ) -> dict[tuple[str, str], tuple[str, list[tuple[str, str]]]]:
@@ -809,7 +842,8 @@ class _ClosureBuilder:
             if not root or not any(CLIMBS.search(ms.stmt_text(st)) for st in own):
                 continue
             relpath = entry.facts.relpath
-            above = self.r.module_files.above(root, relpath, self.module_literals(key, nodes))
+            above = self.r.module_files.above(root, relpath, self.module_literals(key, nodes),
+                                              self.searched_names(key, nodes))
             if above or any(self.r.module_files.outside(root, relpath, ms.stmts[j].node)
                             for k, j in file_nodes if k == key):
                 out[key] = (f"{entry.source}.files/{relpath}", above)
