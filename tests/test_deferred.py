@@ -15,3 +15,26 @@ def test_the_runner_is_named_after_its_module_and_clashes_take_the_package():
     # a name the file already uses for something else is never taken
     assert _names("pkg._private", {"_run_private"}) == ("_run_pkg_private", "_pkg_private_ran")
     assert _names("top", {"_run_top"}) == ("_run_top_2", "_top_2_ran")
+
+
+def test_code_a_function_cannot_hold_stays_at_the_top(tmp_path):
+    """``LIMIT: int = 3`` cannot name a global inside a function: that module's code stays
+    where it was, and the header says it runs as the file is imported."""
+    from helpers import path_config, write_tree
+
+    from nnrag_tui.engine.extractor import BlockExtractor
+
+    root = write_tree(tmp_path / "repo", {
+        "apkg/__init__.py": "",
+        "apkg/limits.py": ("import os\n\nif os.sep:\n    LIMIT: int = 3\n\n\n"
+                           "def limit():\n    return LIMIT\n"),
+        "apkg/net.py": ("from torch import nn\n\n\nclass Net(nn.Module):\n"
+                        "    def forward(self, x):\n        from .limits import limit\n"
+                        "        return x * limit()\n"),
+    })
+    with BlockExtractor(path_config({"r": root}), cache_dir=tmp_path / "cache",
+                        data_dir=tmp_path / "data") as ex:
+        ex.index()
+        code = ex.extract_single_block("Net").generated.code
+    assert "\nif os.sep:\n    LIMIT: int = 3\n" in code and "_run_limits" not in code
+    assert "here its lines 3-4 run when this file is imported" in code

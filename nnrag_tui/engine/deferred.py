@@ -192,20 +192,21 @@ def _reordered(closure: Closure, module: tuple[str, str], code: list[NodeId],
 
 def _bound_names(closure: Closure, code: list[NodeId]) -> set[str] | None:
     """The names the code binds as the file has them (after its renames), or None where a
-    function cannot hold it. Checked on upstream's text: the renames change no binding."""
+    function that declares them ``global`` cannot hold it (``x: int = 0``, ``import *``, a
+    ``global`` statement of its own after a use). Checked on upstream's text: the renames
+    change no binding."""
     text = "\n".join(closure.modules[n[0]].stmt_text(closure.stmt(n)) for n in code)
-    wrapped = "def _f():\n" + textwrap.indent(text, "    ")
+    body = textwrap.indent(text, "    ")
     try:
-        compile(wrapped, "<deferred>", "exec", dont_inherit=True)
-        table = symtable.symtable(wrapped, "<deferred>", "exec").get_children()[0]
+        table = symtable.symtable(f"def _f():\n{body}", "<deferred>", "exec").get_children()[0]
+        upstream = sorted(sym.get_name() for sym in table.get_symbols()
+                          if sym.is_local() or sym.is_assigned() or sym.is_imported())
+        if upstream:
+            compile(f"def _f():\n    global {', '.join(upstream)}\n{body}", "<deferred>",
+                    "exec", dont_inherit=True)
     except (SyntaxError, ValueError):
         return None
-    names = set()
-    for sym in table.get_symbols():
-        if sym.is_local() or sym.is_assigned() or sym.is_imported():
-            names.add(closure.out_names.get(("def", code[0][0], sym.get_name()),
-                                            sym.get_name()))
-    return names
+    return {closure.out_names.get(("def", code[0][0], name), name) for name in upstream}
 
 
 def _names(module: str, taken: set[str]) -> tuple[str, str]:
