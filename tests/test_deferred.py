@@ -15,6 +15,8 @@ def test_the_runner_is_named_after_its_module_and_clashes_take_the_package():
     # a name the file already uses for something else is never taken
     assert _names("pkg._private", {"_run_private"}) == ("_run_pkg_private", "_pkg_private_ran")
     assert _names("top", {"_run_top"}) == ("_run_top_2", "_top_2_ran")
+    # a module named by a file no import statement could name is still an identifier here
+    assert _names("scripts.train-net", set()) == ("_run_train_net", "_train_net_ran")
 
 
 def test_code_a_function_cannot_hold_stays_at_the_top(tmp_path):

@@ -213,7 +213,8 @@ def _names(module: str, taken: set[str]) -> tuple[str, str]:
     """The function's and the flag's names: ``_run_bnb`` and ``_bnb_ran`` for ``peft.tuners.
     lora.bnb``; ``_run_lora_bnb`` where those are taken (two modules named ``bnb``), then
     numbered."""
-    parts = [p.strip("_") for p in module.split(".") if p.strip("_")] or ["module"]
+    parts = [re.sub(r"\W", "_", p).strip("_") for p in module.split(".")]
+    parts = [p for p in parts if p] or ["module"]
     bases = ["_".join(parts[-2:]), parts[-1]] if len(parts) > 1 else [parts[-1]]
     for base in [bases[-1], *bases[:-1]]:
         if f"_run_{base}" not in taken and f"_{base}_ran" not in taken:
