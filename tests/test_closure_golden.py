@@ -344,8 +344,10 @@ MUST = {
     # first call of that import (whisper's triton kernels)
     ("local_import", "LazyNet"): [
         "        return fast_scale(self.fc(x))\n",
-        ("def _run_fastops():\n    global _fastops_ran, _accel\n    if _fastops_ran:\n"
-         "        return\n    try:\n        import nnrag_missing_accel as _accel\n"),
+        ("def _run_fastops():\n    \"\"\"lipkg/fastops.py's module-level code, run once: upstream "
+         "runs it at the first import of\n    that module.\"\"\"\n    global _fastops_ran, _accel\n"
+         "    if _fastops_ran:\n        return\n    try:\n"
+         "        import nnrag_missing_accel as _accel\n"),
         "        _run_fastops()  # deferred: the optional kernels load on first use\n",
         "# note: lipkg/fastops.py is imported only inside functions upstream (lipkg/lazy.py:10), "
         "so its module-level code runs at the first such import; here its lines 3-6 run in "

@@ -84,11 +84,12 @@ class DeferredRun:
                                            subsequent_indent="global ",
                                            break_on_hyphens=False))
         declared = re.sub(r",\n", "\n", declared)
-        inner = (f"{declared}\nif {self.flag}:\n    return\n" + "".join(body)
-                 + f"{self.flag} = True\n")
-        return (f"# {self.relpath}'s module-level code, which upstream runs at the first import "
-                f"of that module\n{self.flag} = False\n\n\ndef {self.runner}():\n"
-                + indented(inner, "    "))
+        doc = "\n    ".join(textwrap.wrap(  # (continuation lines: indented keeps them)
+            f"{self.relpath}'s module-level code, run once: upstream runs it at the first "
+            "import of that module.", 88, break_on_hyphens=False, break_long_words=False))
+        inner = (f'"""{doc}"""\n{declared}\nif {self.flag}:\n    return\n'
+                 + "".join(body) + f"{self.flag} = True\n")
+        return (f"{self.flag} = False\n\n\ndef {self.runner}():\n" + indented(inner, "    "))
 
 
 def deferred_runs(closure: Closure, inside: set[NodeId]) -> list[DeferredRun]:
