@@ -161,6 +161,35 @@ def test_the_exported_blocks_import_and_run_in_the_target_project(ex, project: P
     assert r.stdout.strip() == "(2, 24) (2, 8)"
 
 
+def test_module_level_code_the_file_has_comes_along(tmp_path: Path):
+    """A generated file's loop filling a table, its item store and a registry filler act on
+    what the block reads, though no name leads to them: the exported module keeps them, and
+    behaves as the file does (golden case ``deferred_code``, ``registry``)."""
+    closure = Path(__file__).resolve().parent / "fixtures" / "closure"
+    pkg = tmp_path / "proj" / "mypkg"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    for case, block, module in (("deferred_code", "Net", "net"), ("registry", "Net", "reg_net")):
+        code = (closure / case / "expected" / f"{block}.py").read_text()
+        plan = export.export_block(code, block, pkg, module=module)
+        text = plan.code
+        assert '\nSTEPS["save"] = len(STEPS)\n' in text or case != "deferred_code"
+        assert '\n_ACTS["tanh"] = torch.tanh\n' in text or case != "registry"
+    script = textwrap.dedent("""
+        from mypkg.net import Net
+        from mypkg import reg_net
+        net = Net()
+        assert net.step("save") == 2 and net.vocab() == (2, 1), (net.step("save"), net.vocab())
+        assert reg_net.get_act("minus") is reg_net.neg
+        assert reg_net.get_act("tanh").__name__ == "tanh"
+        print("ok")
+    """)
+    r = subprocess.run([sys.executable, "-c", script], cwd=tmp_path / "proj",
+                       capture_output=True, text=True, timeout=120, check=False,
+                       env={"PYTHONPATH": str(tmp_path / "proj"), "PATH": "/usr/bin:/bin"})
+    assert r.stdout.strip() == "ok", r.stderr
+
+
 def test_nothing_is_overwritten_without_force(ex, project: Path, capsys, tmp_path: Path):
     into = project / "app" / "nn"
     export_name(ex, "BlockB", into)

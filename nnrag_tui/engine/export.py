@@ -119,6 +119,10 @@ class _Fingerprints:
     def _compute(self, mod: str, idx: int) -> str:
         m = self.modules[mod]
         st = m.source.stmts[idx]
+        if st.kind not in ("class", "function", "import") and not _immutable(st.node):
+            # state (``_ACTS = {}``, ``REG = Registry()``, a loop's variables): its own object,
+            # however alike another module's is; what reads it differs from what reads that
+            return f"state:{mod}:{idx}"
         node = ast.parse(m.source.stmt_text(st)).body[0]
         _strip_docstrings(node)
         uses = m.source.uses(st)
@@ -382,7 +386,8 @@ def plan_export(code: str, class_name: str, into: str | os.PathLike[str], *,
 
     # what the package already has, by fingerprint (pre-filtered by skeleton)
     mine = {i: _skeleton(st) for i, st in enumerate(src.stmts)
-            if st.kind not in ("import", "other") and not _is_all(st.node)}
+            if st.kind in ("class", "function") or (
+                st.kind == "assign" and _immutable(st.node) and not _is_all(st.node))}
     wanted = set(mine.values())
     present: dict[str, tuple[str, str]] = {}
     for mname, m in sorted(modules.items()):
@@ -412,27 +417,46 @@ def plan_export(code: str, class_name: str, into: str | os.PathLike[str], *,
                           already_present=reuse)
         return plan
 
-    # needed statements: from the block, through dependencies, stopping at reused ones
-    needed: list[int] = []
-    reused: dict[int, tuple[str, str]] = {}
-    seen: set[int] = set()
-    stack = list(roots) + [i for i, st in enumerate(src.stmts) if _is_all(st.node)
-                           or _is_alias_of(st, top)]
-    while stack:
-        i = stack.pop()
-        if i in seen:
-            continue
-        seen.add(i)
-        if i not in roots and (hit := match(i)) is not None:
-            reused[i] = hit
-            continue
-        needed.append(i)
+    # needed statements: from the block, through dependencies, stopping at reused ones, and
+    # from every statement no reused definition leads to: the file has it for what it does
+    # (a registry's ``_ACTS["tanh"] = torch.tanh``, a class a decorator registers, a loop
+    # filling a table), though no name of the block leads to it
+    def reads(i: int) -> list[int]:
         st = src.stmts[i]
         if st.kind == "import":
-            continue
+            return []
         uses = src.uses(st)
-        for name in uses.load | uses.lazy | uses.string_annotation_names:
-            stack.extend(j for j in src.binders.get(name, []) if j != i)
+        return [j for name in uses.load | uses.lazy | uses.string_annotation_names
+                for j in src.binders.get(name, []) if j != i]
+
+    read = [reads(i) for i in range(len(src.stmts))]
+    deps = read.__getitem__
+
+    reused: dict[int, tuple[str, str]] = {}
+    for i in range(len(src.stmts)):
+        if i not in roots and (hit := match(i)) is not None:
+            reused[i] = hit
+    behind: set[int] = set()  # what reused definitions lead to
+    stack = [j for i in reused for j in deps(i)]
+    while stack:
+        i = stack.pop()
+        if i not in behind and i not in reused:
+            behind.add(i)
+            stack.extend(deps(i))
+    needed: list[int] = []
+    seen: set[int] = set()
+    stack = list(roots) + [i for i, st in enumerate(src.stmts)
+                           if i not in behind and i not in reused and st.kind != "import"
+                           or _is_all(st.node) or _is_alias_of(st, top)]
+    while stack:
+        i = stack.pop()
+        if i in seen or i in reused:
+            continue
+        seen.add(i)
+        needed.append(i)
+        stack.extend(deps(i))
+    wanted_reuse = {j for i in seen for j in read[i]}
+    reused = {i: hit for i, hit in reused.items() if i in wanted_reuse}
     keep = set(needed)
     reuses = [_reuse(min(src.stmts[i].binds), hit, target, dotted)
               for i, hit in sorted(reused.items())]
@@ -448,6 +472,18 @@ def plan_export(code: str, class_name: str, into: str | os.PathLike[str], *,
     files.append(_action(dest, text, force))
     return ExportPlan(label or class_name, target, dotted, files, reuses, written, dropped,
                       notes, code=text)
+
+
+def _immutable(node: ast.stmt) -> bool:
+    """Whether an assignment binds a value another module's equal one can stand for: built of
+    constants and names, never a container display or a call (``_ACTS = {}`` in two modules
+    are two registries; ``DEFAULT_DIM = 8`` is one value)."""
+    value = getattr(node, "value", None)
+    if not isinstance(node, (ast.Assign, ast.AnnAssign)) or value is None:
+        return False
+    return all(isinstance(n, (ast.Constant, ast.Name, ast.Attribute, ast.Tuple, ast.BinOp,
+                              ast.UnaryOp, ast.Load, ast.operator, ast.unaryop))
+               for n in ast.walk(value))
 
 
 def _is_all(node: ast.stmt) -> bool:
