@@ -18,11 +18,11 @@ imports that module calls it first, as upstream's import runs the module. It is 
 the module's first statement and before the first function with such an import, so that it is
 there whenever one is called; the module's other statements stay where they were.
 
-Not where the code would then run too late or differently, and the note keeps saying so:
-  - something else reads a name it binds as the file loads, or calls at load time something
-    that leads to it (it would be undefined then);
-  - a name it binds is bound by another of the file's statements as well (the later binding
-    would win, in the other order than upstream's);
+Where the module's other statements need the code as they run (whisper's ``triton_ops.py``
+decorates its kernels with ``@triton.jit`` after ``try: import triton except ImportError:
+raise RuntimeError(...)``), or run among it on what it touches too (``STEPS["save"] =
+len(STEPS)`` after a loop filling ``STEPS``), the whole module goes into that function, in
+upstream's order. Not at all, and the note keeps saying the code runs as the file loads:
   - a function cannot hold it (``x: int = 0`` cannot name a global, ``import *``);
   - the module, or an import that runs it, is already inside another statement
     (engine.nesting's guards and groups, engine.typing_only's ``if TYPE_CHECKING:``), or an
@@ -51,6 +51,7 @@ class DeferredRun:
     anchor: NodeId  # the statement it goes right above
     note: int  # the index in ``closure.notes`` of the header's note on the module
     relpath: str  # the module's path
+    whole: bool = False  # all its statements, not only its code
 
     def note_text(self, closure: Closure) -> str:
         """The header's note on the module, replacing the one that says its code runs as
@@ -88,7 +89,7 @@ class DeferredRun:
             f"{self.relpath}'s module-level code, run once: upstream runs it at the first "
             "import of that module.", 88, break_on_hyphens=False, break_long_words=False))
         inner = (f'"""{doc}"""\n{declared}\nif {self.flag}:\n    return\n'
-                 + "".join(body) + f"{self.flag} = True\n")
+                 + "".join(body) + ("\n" if self.whole else "") + f"{self.flag} = True\n")
         return (f"{self.flag} = False\n\n\ndef {self.runner}():\n" + indented(inner, "    "))
 
 
@@ -127,10 +128,16 @@ def _deferred_run(closure: Closure, module: tuple[str, str], note: int, code: li
     if not sites or {u for u, _ in sites} != users:
         return None
     code_set = set(code)
-    if _read_as_file_loads(closure, code_set, mine):
-        return None
+    whole = False
+    if _read_as_file_loads(closure, code_set, mine) or _reordered(closure, module, code, mine):
+        # the module's definitions need its code as it runs, or run among it: the whole
+        # module goes, as upstream runs it (whisper's ``triton_ops.py``, whose kernels are
+        # decorated with ``@triton.jit`` after ``try: import triton except ImportError:
+        # raise RuntimeError(...)``)
+        code = sorted(mine, key=lambda n: n[1])
+        code_set, whole = set(code), True
     names = _bound_names(closure, code)
-    if names is None or _reordered(closure, module, code, mine):
+    if names is None:
         return None
     runner, flag = _names(module[1], taken)
     anchor = min((n for n in [*mine, *users] if n not in code_set), key=position.__getitem__,
@@ -138,7 +145,8 @@ def _deferred_run(closure: Closure, module: tuple[str, str], note: int, code: li
     if anchor is None:
         return None
     return DeferredRun(module, sorted(code, key=lambda n: n[1]), sites, runner, flag,
-                       sorted(names), anchor, note, closure.entries[module].facts.relpath)
+                       sorted(names), anchor, note, closure.entries[module].facts.relpath,
+                       whole)
 
 
 def _read_as_file_loads(closure: Closure, code: set[NodeId], mine: list[NodeId]) -> bool:
