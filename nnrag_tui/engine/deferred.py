@@ -100,7 +100,7 @@ def deferred_runs(closure: Closure, inside: set[NodeId]) -> list[DeferredRun]:
     if not closure.deferred_code:
         return []
     position = {n: i for i, n in enumerate(closure.nodes)}
-    taken = _names_in_use(closure)
+    taken: set[str] = set()  # (read only once a module's code does go into a function)
     runs: list[DeferredRun] = []
     for module, (note, code) in sorted(closure.deferred_code.items()):
         run = _deferred_run(closure, module, note, [n for n in code if n in position],
@@ -139,6 +139,8 @@ def _deferred_run(closure: Closure, module: tuple[str, str], note: int, code: li
     names = _bound_names(closure, code)
     if names is None:
         return None
+    if not taken:
+        taken |= _names_in_use(closure)
     runner, flag = _names(module[1], taken)
     anchor = min((n for n in [*mine, *users] if n not in code_set), key=position.__getitem__,
                  default=None)

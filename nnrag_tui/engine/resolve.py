@@ -79,9 +79,9 @@ def _packages(modules) -> str:
     return ", ".join(sorted({m.split(".")[0] for m in modules}))
 
 
-
 # a bare file name as a literal holds it: ``"yolo26.yaml"``, ``"rtdetr-l.yaml"``
 _FILE_NAME = re.compile(r"[A-Za-z0-9_][\w.-]*\.[A-Za-z0-9]{1,8}")
+
 
 class Resolver:
     def __init__(self, index: ModuleIndex, roots: dict[str, str],
@@ -784,17 +784,16 @@ class _ClosureBuilder:
             # resolves (the module's code is in this file)
             self.add_module_file(os.devnull, fake)
             reads = sorted({up for up, _ in above})
-            named = ", ".join(reads)
+            named = f"; its statements name {', '.join(reads)}" if reads else ""
             if len(reads) > 2 * MAX_SHOWN:  # a package searched recursively (``above``)
-                named = f"{', '.join(reads[:MAX_SHOWN])} and {len(reads) - MAX_SHOWN} more"
+                named = (f"; its statements name or search its package for "
+                         f"{', '.join(reads[:MAX_SHOWN])} and {len(reads) - MAX_SHOWN} more")
             self.notes.append(
                 f"`__file__` in the statements of {entry.facts.relpath} is {fake} beside this "
                 "file, not this file: they reach above the module's folder, so its files go in "
                 f"the folder {folder}, laid out as upstream's source tree ("
                 + "; ".join(moved.get(key, []))
-                + (f"; its statements name {named}" if reads and len(reads) <= 2 * MAX_SHOWN
-                   else f"; its statements name or search its package for {named}" if reads
-                   else "")
+                + named
                 + f"; {entry.facts.relpath} itself is there as an empty file, its code being "
                 "here), where nnrag writes, saves or validates this file; copy that folder "
                 "along with it")
@@ -814,13 +813,13 @@ class _ClosureBuilder:
         being ``Path(__file__).resolve().parents[1]`` in ``ultralytics/utils/__init__.py``,
         and ``DetectionModel(cfg="yolo26.yaml")`` finds ``cfg/models/26/yolo26.yaml`` that
         way. Empty where no statement does."""
-        searching = False
-        for (user, _name), ref in self.refs.items():
-            if ref[0] == "def" and ref[1] == key and user[0] != key and not searching:
-                ms = self.modules[user[0]]
-                st = ms.stmts[user[1]]
-                searching = "**" in ms.literals(st) and "recursive" in ms.stmt_text(st)
-        if not searching:
+        def searches(user: NodeId) -> bool:
+            ms = self.modules[user[0]]
+            st = ms.stmts[user[1]]
+            return "**" in ms.literals(st) and "recursive" in ms.stmt_text(st)
+
+        if not any(ref[0] == "def" and ref[1] == key and user[0] != key and searches(user)
+                   for (user, _name), ref in self.refs.items()):
             return frozenset()
         return frozenset(w for k, j in nodes for w in self.modules[k].literals(
             self.modules[k].stmts[j]) if _FILE_NAME.fullmatch(w) and not w.endswith(".py"))

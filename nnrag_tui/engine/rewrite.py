@@ -108,8 +108,7 @@ def _cached(text: str, renames: tuple, chains: tuple, imports: tuple,
     guarded, unsure, nested, runs = imports
     out, log = _rewrite(text, dict(renames), dict(chains),
                         ImportEdits(dict(guarded), dict(unsure), dict(nested), dict(runs)),
-                        dict(early), home,
-                        quote)
+                        dict(early), home, quote)
     return out, tuple(log)
 
 
@@ -587,7 +586,8 @@ class _Walker:
         calls = [f"{run}()" for run in ([] if module_level else self.runs.get(node.lineno, ()))]
         if calls:
             # upstream's import runs its module's code first (engine.deferred)
-            raising.extend(calls if not indent.strip() else [])
+            if not indent.strip():  # (else they go on its line, below)
+                raising.extend(calls)
             self.ed.log.extend(f"{what}{where} calls `{c}` first, which runs the module-level "
                                "code of its module, as upstream's import does" for c in calls)
         if checks and not indent.strip():
