@@ -257,23 +257,38 @@ MUST = {
         "try:\n    import nnrag_missing_triton as triton\n\n\n    @triton.jit\n    def _kernel(",
         '        """Adds with the kernel.\n\n    A docstring\'s lines keep their text.\n    """\n',
         "    fused_add = fused_add_kernels\nexcept ImportError:\n    fused_add = None\n",
-        # imported in a function's ``try`` (hyper-connections' triton_sinkhorn): a ``try`` of
-        # its own at module level, and the import raises ImportError where it failed
-        ("    def fast_norm(x):\n        return _norm_kernel(x) / x.norm()\nexcept ImportError:\n"
-         "    pass\n"),
-        "            if 'fast_norm' not in globals():\n                raise ImportError("],
+        # imported in a function's ``try`` (hyper-connections' triton_sinkhorn): in a function
+        # of its own, which the import calls first inside that ``try``, as upstream's import
+        # runs the module there
+        ("    def fast_norm(x):\n        return _norm_kernel(x) / x.norm()\n\n"
+         "    _sinkhorn_ran = True\n"),
+        ("        try:\n            _run_sinkhorn()\n"
+         "            if 'fast_norm' not in globals():\n                raise ImportError(")],
     # modules upstream imports only inside functions, from two of them, and a module they
-    # import as they load (deepspeed's triton kernels): one ``try`` of their own, each import
-    # raising ImportError where they failed; what the network reads as it loads stays at the
-    # top, as does a module imported in a function that needs nothing which may be missing
+    # import as they load (deepspeed's triton kernels): each in a function of its own, which
+    # the imports inside functions call first and the importing module's calls where it
+    # imports it, each import raising ImportError where its module failed; what the network
+    # reads as it loads stays at the top, as does a module imported in a function that needs
+    # nothing which may be missing
     ("lazy_group", "Net"): [
-        ("\n\nSCALE = 2.0\n\n\ndef shift(x):\n    return x + 1\n\n\ntry:\n"
-         "    import nnrag_missing_triton as triton\n\n\n    @triton.jit\n    def _scaled(x):"),
-        ("    def relu_func(x):\n        return kern_linear(x).relu()\nexcept ImportError:\n"
-         "    pass\n"),
-        "            if 'linear_func' not in globals():\n                raise ImportError(",
-        "        if 'relu_func' not in globals():\n            raise ImportError(",
-        "(lgpkg/net.py:17 and 1 more)"],
+        ("\n\nSCALE = 2.0\n\n\ndef shift(x):\n    return x + 1\n\n\n_kern_ran = False\n\n\n"
+         "def _run_kern():\n"),
+        ("    if _kern_ran:\n        return\n    import nnrag_missing_triton as triton\n\n"
+         "    @triton.jit\n    def _scaled(x):"),
+        "    if _ops_ran:\n        return\n    _run_kern()\n\n    def linear_func(x):",
+        ("            _run_ops()\n            if 'linear_func' not in globals():\n"
+         "                raise ImportError("),
+        "        _run_ops()\n        if 'relu_func' not in globals():\n            raise ImportError(",
+        "(lgpkg/net.py:17 and 1 more)", "which `_run_ops()` calls where upstream's import of it is"],
+    # two such modules importing each other as they load, the cycle broken by upstream's order
+    # (the kernels read a constant the other module binds before it imports them): each
+    # function marks its module as run before it runs, so the one imported back returns as
+    # upstream's partly run module does, and calls the other where upstream's import is
+    ("lazy_cycle", "Net"): [
+        "    _ops_ran = True\n    try:\n        import nnrag_optional_kernels as kernels\n",
+        "        SCALE = 2.0\n\n        _run_kern()\n\n        def scaled_relu(x):",
+        "        _run_ops()\n\n        THRESHOLD = SCALE / 4\n",
+        "    except BaseException:\n        _kern_ran = False\n        raise\n"],
     # a name another module binds by one of two imports in a ``try`` (deepspeed's ``inf``
     # from ``torch._six`` or ``torch``): that ``try`` comes along, not its first import alone
     ("guarded_reexport", "Net"): [
@@ -491,7 +506,9 @@ MUST_NOT = {
     ("torch_ops", "Net"): ["nnrag_golden::unused", "fast_fake"],
     ("constant_registry", "Net"): ["SetPreprocessing", "SET = "],
     ("local_module_object", "Net"): ["import comm as dist", "kept as written"],
-    ("lazy_group", "Net"): ["\nimport nnrag_missing_triton", "    SCALE = 2.0", "    def shift("],
+    ("lazy_group", "Net"): ["\nimport nnrag_missing_triton", "    SCALE = 2.0", "    def shift(",
+                            "try:", "except ImportError:\n    pass"],
+    ("lazy_cycle", "Net"): ["\nimport nnrag_optional_kernels", "\n    SCALE = 2.0\n"],
     # ``_probe`` reads its own cache: another of its calls is no binding that read needs
     ("unsure_import", "Net"): ["HAVE_GPU"],
     ("alias", "Net"): ["Projection", "winit"],
@@ -740,6 +757,55 @@ def test_modules_imported_inside_functions_fail_where_upstream_s_do(extracted, t
                     net(x)
     finally:
         forget_upstream("lgpkg")
+
+
+def test_modules_imported_inside_functions_run_when_upstream_s_do(extracted, tmp_path):
+    """Two modules imported only at the first call, which import each other and a package
+    that may be missing: importing the file runs neither, as importing upstream's module does.
+    Without the package, the call raises upstream's ModuleNotFoundError, again at the next
+    call; with it, both run once, in upstream's order through their cycle, and give
+    upstream's output."""
+    res, _, repo = extracted("lazy_cycle", "Net")
+    assert res.ok, res.error
+    x = torch.randn(2, 8)
+    raised = []
+    for modname, load in (("upstream", lambda: import_upstream(repo, "lcpkg.net")),
+                          ("ours", lambda: load_generated(res, tmp_path, "_golden_lazy_cycle"))):
+        try:
+            net = load().Net(fast=True)
+            for _ in range(2):
+                with pytest.raises(ModuleNotFoundError) as caught:
+                    net(x)
+                raised.append((modname, str(caught.value)))
+        finally:
+            forget_upstream("lcpkg")
+    assert raised == [("upstream", "No module named 'nnrag_optional_kernels'")] * 2 + [
+        ("ours", "No module named 'nnrag_optional_kernels'")] * 2
+
+    package = tmp_path / "pkgs"
+    package.mkdir()
+    (package / "nnrag_optional_kernels.py").write_text(
+        "import torch\n\n\ndef relu(x):\n    return torch.relu(x)\n\n\n"
+        "def scale(x, s):\n    return x * s\n")
+    sys.path.insert(0, str(package))
+    outputs = []
+    try:
+        for modname, load in (("upstream", lambda: import_upstream(repo, "lcpkg.net")),
+                              ("ours", lambda: load_generated(res, tmp_path,
+                                                              "_golden_lazy_cycle_2"))):
+            sys.modules.pop("nnrag_optional_kernels", None)
+            try:
+                torch.manual_seed(0)
+                net = load().Net(fast=True)
+                assert "nnrag_optional_kernels" not in sys.modules, modname
+                outputs.append(net(x))
+                assert "nnrag_optional_kernels" in sys.modules, modname
+            finally:
+                forget_upstream("lcpkg")
+    finally:
+        sys.path.remove(str(package))
+        sys.modules.pop("nnrag_optional_kernels", None)
+    assert same(outputs[0], outputs[1])
 
 
 def test_annotations_are_what_upstream_s_modules_make_of_them(extracted, tmp_path):

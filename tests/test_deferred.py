@@ -19,17 +19,14 @@ def test_the_runner_is_named_after_its_module_and_clashes_take_the_package():
     assert _names("scripts.train-net", set()) == ("_run_train_net", "_train_net_ran")
 
 
-def test_code_a_function_cannot_hold_stays_at_the_top(tmp_path):
-    """``LIMIT: int = 3`` cannot name a global inside a function: that module's code stays
-    where it was, and the header says it runs as the file is imported."""
+def _extract_net(tmp_path, limits: str) -> str:
     from helpers import path_config, write_tree
 
     from nnrag_tui.engine.extractor import BlockExtractor
 
     root = write_tree(tmp_path / "repo", {
         "apkg/__init__.py": "",
-        "apkg/limits.py": ("import os\n\nif os.sep:\n    LIMIT: int = 3\n\n\n"
-                           "def limit():\n    return LIMIT\n"),
+        "apkg/limits.py": limits,
         "apkg/net.py": ("from torch import nn\n\n\nclass Net(nn.Module):\n"
                         "    def forward(self, x):\n        from .limits import limit\n"
                         "        return x * limit()\n"),
@@ -37,6 +34,32 @@ def test_code_a_function_cannot_hold_stays_at_the_top(tmp_path):
     with BlockExtractor(path_config({"r": root}), cache_dir=tmp_path / "cache",
                         data_dir=tmp_path / "data") as ex:
         ex.index()
-        code = ex.extract_single_block("Net").generated.code
-    assert "\nif os.sep:\n    LIMIT: int = 3\n" in code and "_run_limits" not in code
-    assert "here its lines 3-4 run when this file is imported" in code
+        return ex.extract_single_block("Net").generated.code
+
+
+def test_code_a_function_cannot_hold_stays_at_the_top(tmp_path):
+    """``LIMIT: int`` with no value cannot name a global inside a function: that module's
+    code stays where it was, and the header says it runs as the file is imported."""
+    code = _extract_net(tmp_path, "import os\n\nif os.sep:\n    LIMIT: int\n    LIMIT = 3\n\n\n"
+                                  "def limit():\n    return LIMIT\n")
+    assert "\nif os.sep:\n    LIMIT: int\n    LIMIT = 3\n" in code and "_run_limits" not in code
+    assert "here its lines 3-5 run when this file is imported" in code
+
+
+def test_an_annotated_assignment_runs_in_the_function_without_its_annotation(tmp_path):
+    """``LIMIT: int = 3`` becomes ``LIMIT = 3`` in the function that runs the module's code
+    at the first import, and the header lists that rewrite; the file then runs it there."""
+    code = _extract_net(tmp_path, "import os\n\nif os.sep:\n    LIMIT: int = 3\n"
+                                  "    SIZES: dict[str, int] = {\"a\": LIMIT}\n\n\n"
+                                  "def limit():\n    return LIMIT + SIZES[\"a\"]\n")
+    assert "    if os.sep:\n        LIMIT = 3\n        SIZES = {\"a\": LIMIT}\n" in code
+    assert "global _limits_ran, LIMIT, SIZES" in code
+    assert ("apkg/limits.py:3: indented, inside `_run_limits()`, which the imports of its "
+            "module inside functions call first (apkg/net.py:6), as upstream runs it then; the "
+            "annotations of the names it assigns dropped") in code
+    namespace: dict = {}
+    exec(compile(code, "Net.py", "exec"), namespace)
+    assert "LIMIT" not in namespace
+    import torch
+    assert namespace["Net"]()(torch.ones(1)).item() == 6.0
+    assert namespace["LIMIT"] == 3

@@ -23,20 +23,37 @@ decorates its kernels with ``@triton.jit`` after ``try: import triton except Imp
 raise RuntimeError(...)``), or run among it on what it touches too (``STEPS["save"] =
 len(STEPS)`` after a loop filling ``STEPS``), the whole module goes into that function, in
 upstream's order. Not at all, and the note keeps saying the code runs as the file loads:
-  - a function cannot hold it (``x: int = 0`` cannot name a global, ``import *``);
+  - a function cannot hold it (``import *``; ``x: int`` with no value cannot name a global.
+    ``x: int = 0`` becomes ``x = 0`` there, a rewrite the header lists: a module's
+    ``__annotations__``, which that fills, is no name of the file);
   - the module, or an import that runs it, is already inside another statement
-    (engine.nesting's guards and groups, engine.typing_only's ``if TYPE_CHECKING:``), or an
-    import that reaches it runs at load time (in a class body).
+    (engine.nesting's guards, engine.typing_only's ``if TYPE_CHECKING:``), or an import
+    that reaches it runs at load time (in a class body).
+
+The modules of engine.nesting's lazy groups (imported only inside functions, or by such
+modules as they run, and needing a package that may be missing: deepspeed's triton kernels,
+peft's ``lora/bnb.py``) each run whole in such a function. One that another of them imports
+as it runs is called by that one's function where upstream's import is, so each module runs
+when upstream's does and raises what upstream's import raises. Where one may be imported
+again while it runs (allennlp's ``models/archival.py`` imports ``models/model.py`` as it
+runs, and ``Model.load`` imports ``archival`` back, a function that may be called then), the
+function marks its module as run before running it, as upstream puts a module in
+``sys.modules`` first, so the import back gets it as far as it ran, and unmarks it where it
+fails. Where one of a group's modules cannot be such a function, the group stays in its
+``try`` (engine.nesting).
 """
 
 from __future__ import annotations
 
+import ast
 import re
 import symtable
 import textwrap
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from nnrag_tui.engine.closure import Closure, NodeId
+from nnrag_tui.engine.nesting import LazyGroup
+from nnrag_tui.engine.parse import is_type_checking
 from nnrag_tui.engine.rewrite import indented
 
 
@@ -49,56 +66,114 @@ class DeferredRun:
     flag: str  # the global saying it ran
     names: list[str]  # the names it binds, as the file has them
     anchor: NodeId  # the statement it goes right above
-    note: int  # the index in ``closure.notes`` of the header's note on the module
+    # the index in ``closure.notes`` of the header's note on the module (None: a new note)
+    note: int | None
     relpath: str  # the module's path
     whole: bool = False  # all its statements, not only its code
+    # (line, runner) of each module of its lazy group it imports at its top level, whose
+    # runner it calls where it imports that module
+    calls: list[tuple[int, str]] = field(default_factory=list)
+    externals: list[str] = field(default_factory=list)  # imports that go at its start
+    reentrant: bool = False  # a module it imports imports it back, as it runs
+    importers: list[str] = field(default_factory=list)  # the runners that call it as they run
+    starts: dict[NodeId, int] = field(default_factory=dict)  # its statements' first lines
+    # its statements whose annotations of the names they assign go (``unannotated``)
+    unannotated: set[NodeId] = field(default_factory=set)
 
     def note_text(self, closure: Closure) -> str:
         """The header's note on the module, replacing the one that says its code runs as
         the file is imported."""
         ms = closure.modules[self.module]
         lines = ", ".join(f"{ms.stmts[n[1]].line}-{ms.stmts[n[1]].end_line}" for n in self.nodes)
+        if self.importers:  # (a module of a lazy group, engine.nesting)
+            how = ("only inside functions and by modules imported there, as they run" if
+                   self.sites else "only by modules imported inside functions, as they run")
+            return (f"{self.relpath} is imported upstream {how}, so it runs at the first "
+                    f"such import; here its lines {lines} run in `{self.runner}()`, which "
+                    f"{self._callers(closure)}")
         return (f"{self.relpath} is imported only inside "
                 f"functions upstream ({self.where(closure)}), so its module-level code runs at "
                 f"the first such import; here its lines {lines} run in `{self.runner}()`, "
                 "which each of those imports calls first")
+
+    def _callers(self, closure: Closure) -> str:
+        """Who calls the function, for a module of a lazy group."""
+        names = [f"`{r}()`" for r in self.importers]
+        said = (f"{names[0]} calls" if len(names) == 1 else
+                f"{', '.join(names[:-1])} and {names[-1]} call")
+        said += " where upstream's import of it is"
+        if self.sites:
+            said = (f"the imports of it inside functions call first "
+                    f"({self.where(closure)}), and {said}")
+        return said
 
     def where(self, closure: Closure) -> str:
         sites = sorted({(closure.entries[n[0]].facts.relpath, line) for n, line in self.sites})
         more = f" and {len(sites) - 1} more" if len(sites) > 1 else ""
         return f"{sites[0][0]}:{sites[0][1]}{more}"
 
-    def statement_note(self, closure: Closure) -> str:
-        """The header's line on each of its statements."""
-        return (f"indented, inside `{self.runner}()`, which the imports of its module inside "
-                f"functions call first ({self.where(closure)}), as upstream runs it then")
+    def statement_note(self, closure: Closure, node: NodeId | None = None) -> str:
+        """The header's line on each of its statements (on ``node``)."""
+        if self.importers:
+            said = (f"indented, inside `{self.runner}()`, which {self._callers(closure)}, as "
+                    "upstream runs it then")
+        else:
+            said = (f"indented, inside `{self.runner}()`, which the imports of its module "
+                    f"inside functions call first ({self.where(closure)}), as upstream runs "
+                    "it then")
+        if node in self.unannotated:
+            said += ("; the annotations of the names it assigns dropped (`X: T = v` -> "
+                     "`X = v`), as a function cannot annotate a name it declares global")
+        return said
 
-    def code(self, texts: dict[NodeId, str], separator) -> str:
-        """The function, its flag and the code at column 0, from the statements' texts."""
-        body = []
+    def code(self, texts: dict[NodeId, str], separator, head: str = "") -> str:
+        """The function, its flag and the code at column 0, from the statements' texts;
+        ``head``: the imports that go at its start."""
+        body = [head.rstrip() + "\n\n"] if head.strip() else []
+        calls = sorted(self.calls)
         for prev, node in zip([None, *self.nodes], self.nodes):
+            due = [runner for line, runner in calls if line < self.starts[node]]
+            calls = [(line, runner) for line, runner in calls if line >= self.starts[node]]
             if prev is not None:
-                body.append(separator(prev, node))
-            body.append(texts[node].rstrip() + "\n")
+                body.append(separator(prev, node) if not due else "\n")
+            if due:
+                body.append("".join(f"{runner}()\n" for runner in due) + "\n")
+            text = unannotated(texts[node]) if node in self.unannotated else texts[node]
+            body.append(text.rstrip() + "\n")
+        if calls:
+            body.append("".join(f"{runner}()\n" for _, runner in calls))
         declared = "\n".join(textwrap.wrap(", ".join([self.flag, *self.names]), 90,
                                            initial_indent="global ",
                                            subsequent_indent="global ",
                                            break_on_hyphens=False))
         declared = re.sub(r",\n", "\n", declared)
+        said = (f"{self.relpath}'s module-level code, run once: upstream runs it at the first "
+                "import of that module.")
+        if self.reentrant:
+            said += (" Marked as run before it runs, so that an import of it that its own run "
+                     "reaches gets it as far as it ran, as from upstream's import; unmarked "
+                     "where it fails, to run again at the next import, as upstream's does.")
         doc = "\n    ".join(textwrap.wrap(  # (continuation lines: indented keeps them)
-            f"{self.relpath}'s module-level code, run once: upstream runs it at the first "
-            "import of that module.", 88, break_on_hyphens=False, break_long_words=False))
-        inner = (f'"""{doc}"""\n{declared}\nif {self.flag}:\n    return\n'
-                 + "".join(body) + ("\n" if self.whole else "") + f"{self.flag} = True\n")
+            said, 88, break_on_hyphens=False, break_long_words=False))
+        code = "".join(body) + ("\n" if self.whole and not self.reentrant else "")
+        if self.reentrant:
+            inner = (f'"""{doc}"""\n{declared}\nif {self.flag}:\n    return\n'
+                     f"{self.flag} = True\ntry:\n" + indented(code, "    ")
+                     + f"except BaseException:\n    {self.flag} = False\n    raise\n")
+        else:
+            inner = (f'"""{doc}"""\n{declared}\nif {self.flag}:\n    return\n'
+                     + code + f"{self.flag} = True\n")
         return (f"{self.flag} = False\n\n\ndef {self.runner}():\n" + indented(inner, "    "))
 
 
-def deferred_runs(closure: Closure, inside: set[NodeId]) -> list[DeferredRun]:
+def deferred_runs(closure: Closure, inside: set[NodeId], groups: list[LazyGroup] = (),
+                  ext_users: dict[str, set[NodeId]] | None = None
+                  ) -> tuple[list[DeferredRun], list[LazyGroup]]:
     """The modules whose code runs at the first import of them inside a function (see the
-    module's docstring). ``inside``: the statements already emitted inside another (the guards
-    and groups of engine.nesting, engine.typing_only's group)."""
-    if not closure.deferred_code:
-        return []
+    module's docstring), and the lazy groups of engine.nesting that keep their ``try``
+    (those whose modules cannot each run in a function). ``inside``: the statements already
+    emitted inside another (the guards and groups of engine.nesting, engine.typing_only's
+    group). ``ext_users``: engine.nesting's ``external_users(closure)``."""
     position = {n: i for i, n in enumerate(closure.nodes)}
     taken: set[str] = set()  # (read only once a module's code does go into a function)
     runs: list[DeferredRun] = []
@@ -108,7 +183,162 @@ def deferred_runs(closure: Closure, inside: set[NodeId]) -> list[DeferredRun]:
         if run is not None:
             taken |= {run.runner, run.flag}
             runs.append(run)
-    return runs
+    # a group whose modules are imported in functions of another group's modules goes once
+    # those have their functions
+    pending = list(groups)
+    progress = True
+    while pending and progress:
+        progress = False
+        for g in list(pending):
+            if not taken:
+                taken |= _names_in_use(closure)
+            placed = {n: run.anchor for run in runs for n in run.nodes}
+            others = {n for o in pending if o is not g for n in o.nodes}
+            made = _group_runs(closure, g, (inside - set(g.nodes) - set(placed)) | others,
+                               position, taken, ext_users or {}, placed)
+            if made is not None:
+                taken |= {name for run in made for name in (run.runner, run.flag)}
+                runs.extend(reversed(made))  # (each goes above those before it at its anchor)
+                pending.remove(g)
+                progress = True
+    return runs, [g for g in groups if g in pending]
+
+
+def _group_runs(closure: Closure, g: LazyGroup, inside: set[NodeId],
+                position: dict[NodeId, int], taken: set[str],
+                ext_users: dict[str, set[NodeId]], placed: dict[NodeId, NodeId]
+                ) -> list[DeferredRun] | None:
+    """A function for each module of a lazy group (engine.nesting: modules imported only
+    inside functions, or by such modules as they run, that need a package which may be
+    missing), holding the whole module in upstream's order: each import of it inside a
+    function calls it first, and a module of the group that imports another as it runs calls
+    that one's function where upstream imports it. Upstream's import fails or succeeds then,
+    module by module, as upstream's does, and nothing runs as the file is imported. None
+    where one of them cannot be (a function cannot hold it, an import of it is in another
+    module's statement emitted elsewhere, or where it is imported cannot be told).
+    ``placed``: the statements already going into another module's function, by the
+    statement that function goes above."""
+    modules = set(g.modules)
+    mine = {m: sorted((n for n in g.nodes if n[0] == m), key=lambda n: n[1])
+            for m in g.modules}
+    if not all(mine.values()):
+        return None
+    names: dict[tuple[str, str], tuple[str, str]] = {}
+    reserved = set(taken)
+    for m in sorted(modules, key=lambda m: position[mine[m][0]]):
+        names[m] = _names(m[1], reserved)
+        reserved |= set(names[m])
+    # the imports of its modules inside statements: each calls the module's function first
+    edits: list[tuple[NodeId, int, tuple[str, str]]] = []
+    for (user, line, _bound), key in closure.guarded_imports.items():
+        if key and key[0] == "def" and key[1] in modules and key[1] != user[0] \
+                and not _under(closure, user, line, _type_checking_parts):
+            if user in inside:
+                return None  # (a statement emitted inside another, elsewhere)
+            edits.append((user, line, key[1]))
+    edited = {(user[0], line) for user, line, _ in edits}
+    # the imports at their top level of one another, which are no statement of the file
+    calls: dict[tuple[str, str], dict[tuple[str, str], int]] = {m: {} for m in modules}
+    for d in closure.deps:
+        if d.user[0] not in modules or d.how == "local-import" or d.typing_only:
+            continue
+        for other in {n[0] for n in d.nodes if n[0] in modules and n[0] != d.user[0]}:
+            line = _import_line(closure, d.user[0], d.name, other, edited)
+            if line is None:
+                return None
+            if line >= 0:
+                at = calls[d.user[0]]
+                at[other] = min(line, at.get(other, line))
+    # above the first statement with an import of them, or the function that statement runs
+    # in (``placed``: another module's code, which goes into its function at its anchor)
+    outer = [placed.get(user, user) for user, _, _ in edits if user[0] not in modules]
+    if not outer:
+        return None
+    anchor = min(outer, key=position.__getitem__)
+    # a cycle through the imports in each, at its top level or in its functions (which may
+    # be called as it runs): those are marked as run as they start, and unmarked in ``try``
+    runs_into = {m: set(calls[m]) | {o for user, _, o in edits if user[0] == m}
+                 for m in modules}
+    reentrant = {m for m in modules if _reaches(runs_into, m, m)}
+    made = []
+    for m in sorted(modules, key=lambda m: position[mine[m][0]]):
+        externals = sorted(i for i in g.externals
+                           if m in {u[0] for u in ext_users.get(i, ())})
+        found = _bound_names(closure, mine[m])
+        if found is None:
+            return None
+        bound, plain = found
+        bound |= {closure.externals[i].bound for i in externals}
+        runner, flag = names[m]
+        sites = sorted({(user, line) for user, line, o in edits
+                        if o == m and _under(closure, user, line, _function_parts)})
+        importers = sorted({names[o][0] for o in modules if m in calls[o]} |
+                           {names[user[0]][0] for user, line, o in edits
+                            if o == m and user[0] in modules
+                            and not _under(closure, user, line, _function_parts)})
+        note = closure.deferred_code.get(m, (None, ()))[0]
+        made.append(DeferredRun(
+            m, mine[m], sites, runner, flag, sorted(bound), anchor, note,
+            closure.entries[m].facts.relpath,
+            True, sorted((line, names[o][0]) for o, line in calls[m].items()),
+            externals, m in reentrant, importers,
+            {n: closure.stmt(n).line for n in mine[m]}, plain))
+    return made
+
+
+def _import_line(closure: Closure, module: tuple[str, str], name: str,
+                 other: tuple[str, str], edited: set[tuple[tuple[str, str], int]]
+                 ) -> int | None:
+    """The first line of ``module``'s top level that imports ``name`` (through which it
+    reads ``other``'s definition), where upstream runs ``other``; -1 where that import is
+    in a statement whose import edits call it already, 0 where no import binds the name
+    (what reads it then runs ``other`` first), None where the import is in a statement the
+    closure does not have (its ``try`` may catch what ``other`` raises)."""
+    entry = closure.entries[module]
+    records = [r for r in entry.imports.get(name.split(".")[0], ())
+               if r.guard.kind != "type_checking"]
+    if not records:
+        records = [r for r in entry.stars if r.target == other[1]]
+    if not records:
+        return 0
+    plain = [r.line for r in records if not r.guard.kind]
+    if plain:
+        return min(plain)
+    if any((module, r.line) in edited for r in records):
+        return -1
+    return None
+
+
+def _function_parts(node: ast.AST) -> list[ast.AST]:
+    """A function's (or lambda's) whole text."""
+    return [node] if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) else []
+
+
+def _type_checking_parts(node: ast.AST) -> list[ast.AST]:
+    """The body of an ``if TYPE_CHECKING:``, which never runs (its ``else`` does)."""
+    return list(node.body) if isinstance(node, ast.If) and is_type_checking(node.test) else []
+
+
+def _under(closure: Closure, node: NodeId, line: int, kind) -> bool:
+    """Whether ``line`` of the statement ``node`` is inside one of the parts ``kind`` gives
+    of a node of it."""
+    for sub in ast.walk(closure.stmt(node).node):
+        for part in kind(sub):
+            if part.lineno <= line <= (part.end_lineno or part.lineno):
+                return True
+    return False
+
+
+def _reaches(edges: dict, start, goal) -> bool:
+    seen, todo = set(), list(edges.get(start, ()))
+    while todo:
+        node = todo.pop()
+        if node == goal:
+            return True
+        if node not in seen:
+            seen.add(node)
+            todo.extend(edges.get(node, ()))
+    return False
 
 
 def _deferred_run(closure: Closure, module: tuple[str, str], note: int, code: list[NodeId],
@@ -136,9 +366,10 @@ def _deferred_run(closure: Closure, module: tuple[str, str], note: int, code: li
         # raise RuntimeError(...)``)
         code = sorted(mine, key=lambda n: n[1])
         code_set, whole = set(code), True
-    names = _bound_names(closure, code)
-    if names is None:
+    found = _bound_names(closure, code)
+    if found is None:
         return None
+    names, plain = found
     if not taken:
         taken |= _names_in_use(closure)
     runner, flag = _names(module[1], taken)
@@ -148,7 +379,7 @@ def _deferred_run(closure: Closure, module: tuple[str, str], note: int, code: li
         return None
     return DeferredRun(module, sorted(code, key=lambda n: n[1]), sites, runner, flag,
                        sorted(names), anchor, note, closure.entries[module].facts.relpath,
-                       whole)
+                       whole, unannotated=plain)
 
 
 def _read_as_file_loads(closure: Closure, code: set[NodeId], mine: list[NodeId]) -> bool:
@@ -201,13 +432,16 @@ def _reordered(closure: Closure, module: tuple[str, str], code: list[NodeId],
     return any(touched(n) & shared for n in mine if n[1] > first and n not in code)
 
 
-def _bound_names(closure: Closure, code: list[NodeId]) -> set[str] | None:
-    """The names the code binds as the file has them (after its renames), or None where a
-    function that declares them ``global`` cannot hold it (``x: int = 0``, ``import *``, a
+def _bound_names(closure: Closure, code: list[NodeId]
+                 ) -> tuple[set[str], set[NodeId]] | None:
+    """The names the code binds as the file has them (after its renames), and the statements
+    whose annotations of such names go (``unannotated``), or None where a function that
+    declares them ``global`` cannot hold it (``x: int`` without a value, ``import *``, a
     ``global`` statement of its own after a use). Checked on upstream's text: the renames
     change no binding."""
-    text = "\n".join(closure.modules[n[0]].stmt_text(closure.stmt(n)) for n in code)
-    body = textwrap.indent(text, "    ")
+    texts = {n: closure.modules[n[0]].stmt_text(closure.stmt(n)) for n in code}
+    plain = {n: unannotated(t) for n, t in texts.items()}
+    body = textwrap.indent("\n".join(plain[n] for n in code), "    ")
     try:
         table = symtable.symtable(f"def _f():\n{body}", "<deferred>", "exec").get_children()[0]
         upstream = sorted(sym.get_name() for sym in table.get_symbols()
@@ -217,7 +451,36 @@ def _bound_names(closure: Closure, code: list[NodeId]) -> set[str] | None:
                     "exec", dont_inherit=True)
     except (SyntaxError, ValueError):
         return None
-    return {closure.out_names.get(("def", code[0][0], name), name) for name in upstream}
+    return ({closure.out_names.get(("def", code[0][0], name), name) for name in upstream},
+            {n for n in code if plain[n] != texts[n]})
+
+
+def unannotated(text: str) -> str:
+    """A module-level statement's text with the annotations of the names it assigns at its
+    level dropped (``X: dict[str, int] = {}`` -> ``X = {}``), as a function declaring the
+    name ``global`` cannot annotate it. Those without a value, which bind nothing, stay."""
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return text
+    spans = []
+    todo: list[ast.AST] = list(tree.body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and \
+                node.value is not None:
+            spans.append((node.target.end_lineno, node.target.end_col_offset,
+                          node.value.lineno, node.value.col_offset))
+        todo.extend(ast.iter_child_nodes(node))
+    if not spans:
+        return text
+    lines = [line.encode("utf-8") for line in text.splitlines(keepends=True)]
+    for l1, c1, l2, c2 in sorted(spans, reverse=True):
+        joined = lines[l1 - 1][:c1] + b" = " + lines[l2 - 1][c2:]
+        lines[l1 - 1 : l2] = [joined]
+    return b"".join(lines).decode("utf-8")
 
 
 def _names(module: str, taken: set[str]) -> tuple[str, str]:

@@ -90,11 +90,11 @@ def generate(closure: Closure, sources: dict[str, dict]) -> GeneratedBlock:
     users = external_users(closure)
     typing = typing_group(closure, users) if closure.typing_only else None
     nests, groups = nesting(closure, users, frozenset(typing.nodes if typing else ()))
-    runs = deferred_runs(closure, {*nests, *(n for found in nests.values() for m in found
-                                            for n in m.nodes),
-                                   *(n for g in groups for n in g.nodes),
-                                   *(typing.nodes if typing else ())})
-    texts, definitions, inner = _statement_texts(closure, nests, groups, typing, runs)
+    runs, tried = deferred_runs(closure, {*nests, *(n for found in nests.values() for m in found
+                                                    for n in m.nodes),
+                                          *(n for g in groups for n in g.nodes),
+                                          *(typing.nodes if typing else ())}, groups, users)
+    texts, definitions, inner = _statement_texts(closure, nests, groups, typing, runs, tried)
     anchors = {run.anchor for run in runs}
     outer = [n for n in closure.nodes if n not in inner]
     for prev, node in zip([None, *outer], outer):
@@ -115,7 +115,10 @@ def generate(closure: Closure, sources: dict[str, dict]) -> GeneratedBlock:
         [typing.guard_import] if typing and typing.guard_import else []))
     notes = list(closure.notes)
     for run in runs:
-        notes[run.note] = run.note_text(closure)
+        if run.note is None:
+            notes.append(run.note_text(closure))
+        else:
+            notes[run.note] = run.note_text(closure)
     header = _header(closure, definitions, sources, notes)
     parts = [header, imports] if imports else [header]
     code = "\n".join(parts) + "\n\n" + "".join(body) + "\n\n" + "".join(tail)
@@ -146,11 +149,13 @@ def generate(closure: Closure, sources: dict[str, dict]) -> GeneratedBlock:
 
 def _statement_texts(closure: Closure, nests: dict[NodeId, list[NestedModule]],
                      groups: list[LazyGroup], typing: TypingGroup | None = None,
-                     runs: list[DeferredRun] | None = None
+                     runs: list[DeferredRun] | None = None,
+                     tried: list[LazyGroup] | None = None
                      ) -> tuple[dict[NodeId, str], list[Definition], set[NodeId]]:
     """Every statement's text as the file has it, its header entry, and the statements that
     go inside another's text (engine.nesting): a guard of the module that imports theirs, or
-    the ``try`` of their group, or the ``if TYPE_CHECKING:`` of the typing-only ones
+    the ``try`` of their group (those of ``groups`` in ``tried``; the others' modules each run
+    in a function of engine.deferred), or the ``if TYPE_CHECKING:`` of the typing-only ones
     (engine.typing_only), which the group's last statement's text stands for (that statement
     is then not among the inner ones), or the function that runs a module's code at the first
     import of it inside a function (engine.deferred), which goes right above its anchor."""
@@ -172,13 +177,13 @@ def _statement_texts(closure: Closure, nests: dict[NodeId, list[NestedModule]],
             at[rel] = (*at.get(rel, ()), run.runner)
     notes: dict[NodeId, str] = {}
     for run in runs:
-        notes.update((n, run.statement_note(closure)) for n in run.nodes)
+        notes.update((n, run.statement_note(closure, n)) for n in run.nodes)
     for found in nests.values():
         for m in found:
             where = f"{closure.entries[m.site[0]].facts.relpath}:{closure.stmt(m.site).line}"
             notes.update((n, f"indented, inside the `{m.guard}` of {where}") for n in m.nodes)
     last: dict[NodeId, LazyGroup | TypingGroup] = {}
-    for g in groups:
+    for g in (groups if tried is None else tried):
         last[g.nodes[-1]] = g
         notes.update((n, _group_note(closure, g, n[0])) for n in g.nodes)
     if typing is not None:
@@ -207,9 +212,10 @@ def _statement_texts(closure: Closure, nests: dict[NodeId, list[NestedModule]],
             definitions.append(Definition(entry.source, entry.module, entry.facts.relpath,
                                           st.line, st.end_line, entry.facts.sha1,
                                           tuple(sorted(st.binds)), tuple(log)))
-    for run in runs:
-        texts[run.anchor] = (run.code(texts, lambda a, b: _separator(closure, a, b)) + "\n\n"
-                             + texts[run.anchor])
+    for run in runs:  # (each above those before it at its anchor)
+        head = _import_section([], [closure.externals[i] for i in run.externals])
+        texts[run.anchor] = (run.code(texts, lambda a, b: _separator(closure, a, b), head)
+                             + "\n\n" + texts[run.anchor])
     return texts, definitions, set(notes) - set(last)
 
 

@@ -26,12 +26,16 @@ A module upstream imports only inside functions, that is, when they are first ca
 (deepspeed's ``LinearOp.__init__`` has ``from deepspeed.ops.transformer.inference.triton.ops
 import linear_func``, in several functions of several modules, and the kernel modules behind
 it import each other and ``triton``), would have its statements be those functions' locals
-there. Such modules go as a group (``LazyGroup``: those that import a package which may be
-missing, and those among the lazily imported ones that import them at module level), where
-the last of their statements was, inside a ``try: ... except ImportError: pass`` of their own,
-and each import in a function raises ImportError where they are undefined (engine.rewrite),
-as upstream's import does without the package. Upstream ran the modules at the first call,
-this file when it is imported: the header's note on imports inside functions says so.
+there. Such modules form a group (``LazyGroup``: those that import a package which may be
+missing, and those among the lazily imported ones that import them at module level). Each
+module of a group runs in a function of its own (engine.deferred), which each import of it
+inside a function calls first, and which the group's modules that import it as they run
+call where they import it: as upstream's imports run them, at the first call, and fail
+without the package as upstream's do. Each import in a function raises ImportError where
+they left the name undefined (engine.rewrite), as upstream's import does. Where their
+modules cannot each be a function (``LIMIT: int`` cannot name a global), the group goes
+where the last of their statements was, inside a ``try: ... except ImportError: pass`` of
+its own, and runs as the file is imported; the header says so.
 """
 
 from __future__ import annotations

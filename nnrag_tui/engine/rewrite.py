@@ -57,9 +57,9 @@ class ImportEdits:
     rewrite raises it too, where a ``try`` may expect it, instead of a NameError. ``nested``
     maps the line of a guarded import to (the statements of the module it imports, at column
     0, and the header's line on them), which go right above what the import becomes
-    (engine.nesting). ``runs`` maps the line of an import inside a function to the functions
-    it calls first, which run the module-level code of the module it imports
-    (engine.deferred)."""
+    (engine.nesting). ``runs`` maps the line of an import to the functions it calls first,
+    which run the module-level code of the module it imports (engine.deferred): an import
+    inside a function, or one in a module that itself runs in such a function."""
 
     guarded: dict[tuple[int, str], str | None] = field(default_factory=dict)
     unsure: dict[tuple[int, str], str] = field(default_factory=dict)
@@ -583,7 +583,7 @@ class _Walker:
             raising.append(indented(code.rstrip("\n") + "\n\n",
                                     indent.decode("utf-8"))[len(indent):].rstrip(" \t"))
             self.ed.log.append(note)
-        calls = [f"{run}()" for run in ([] if module_level else self.runs.get(node.lineno, ()))]
+        calls = [f"{run}()" for run in self.runs.get(node.lineno, ())]
         if calls:
             # upstream's import runs its module's code first (engine.deferred)
             if not indent.strip():  # (else they go on its line, below)
