@@ -63,3 +63,41 @@ def test_an_annotated_assignment_runs_in_the_function_without_its_annotation(tmp
     import torch
     assert namespace["Net"]()(torch.ones(1)).item() == 6.0
     assert namespace["LIMIT"] == 3
+
+
+def test_an_import_in_code_that_never_runs_keeps_no_group_in_its_try(tmp_path):
+    """A module needing a package that may be missing, imported inside a function of the
+    network and inside one of a class that only an ``if TYPE_CHECKING:`` import leads to
+    (nerfstudio's trainer): that class never runs, so the module still runs in its function
+    at the network's import, not in a ``try`` as the file is imported."""
+    from helpers import path_config, write_tree
+
+    from nnrag_tui.engine.extractor import BlockExtractor
+
+    root = write_tree(tmp_path / "repo", {
+        "apkg/__init__.py": "",
+        "apkg/kern.py": "import nnrag_missing_triton as triton\n\n\ndef fast(x):\n"
+                        "    return triton.go(x)\n",
+        "apkg/trainer.py": "class Trainer:\n    def step(self, x):\n"
+                           "        from .kern import fast\n\n        return fast(x)\n",
+        "apkg/net.py": ("from typing import TYPE_CHECKING\n\nfrom torch import nn\n\n"
+                        "if TYPE_CHECKING:\n    from .trainer import Trainer\n\n\n"
+                        "class Net(nn.Module):\n"
+                        "    def forward(self, x, trainer: \"Trainer\" = None):\n"
+                        "        if trainer is not None:\n            from .kern import fast\n\n"
+                        "            return fast(x)\n        return x\n"),
+    })
+    with BlockExtractor(path_config({"r": root}), cache_dir=tmp_path / "cache",
+                        data_dir=tmp_path / "data") as ex:
+        ex.index()
+        code = ex.extract_single_block("Net").generated.code
+    assert "class Trainer:" in code and "of its own" not in code
+    assert "\ndef _run_kern():\n" in code
+    namespace: dict = {}
+    exec(compile(code, "Net.py", "exec"), namespace)
+    import pytest
+    import torch
+    net = namespace["Net"]()
+    assert net(torch.ones(1)).item() == 1.0
+    with pytest.raises(ModuleNotFoundError, match="nnrag_missing_triton"):
+        net(torch.ones(1), trainer=object())

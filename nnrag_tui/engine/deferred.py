@@ -167,13 +167,16 @@ class DeferredRun:
 
 
 def deferred_runs(closure: Closure, inside: set[NodeId], groups: list[LazyGroup] = (),
-                  ext_users: dict[str, set[NodeId]] | None = None
+                  ext_users: dict[str, set[NodeId]] | None = None,
+                  never: frozenset[NodeId] = frozenset()
                   ) -> tuple[list[DeferredRun], list[LazyGroup]]:
     """The modules whose code runs at the first import of them inside a function (see the
     module's docstring), and the lazy groups of engine.nesting that keep their ``try``
     (those whose modules cannot each run in a function). ``inside``: the statements already
     emitted inside another (the guards and groups of engine.nesting, engine.typing_only's
-    group). ``ext_users``: engine.nesting's ``external_users(closure)``."""
+    group). ``ext_users``: engine.nesting's ``external_users(closure)``. ``never``: the
+    statements that never run (engine.typing_only's), whose imports of a group's modules
+    need not call their functions."""
     position = {n: i for i, n in enumerate(closure.nodes)}
     taken: set[str] = set()  # (read only once a module's code does go into a function)
     runs: list[DeferredRun] = []
@@ -195,7 +198,7 @@ def deferred_runs(closure: Closure, inside: set[NodeId], groups: list[LazyGroup]
             placed = {n: run.anchor for run in runs for n in run.nodes}
             others = {n for o in pending if o is not g for n in o.nodes}
             made = _group_runs(closure, g, (inside - set(g.nodes) - set(placed)) | others,
-                               position, taken, ext_users or {}, placed)
+                               position, taken, ext_users or {}, placed, never)
             if made is not None:
                 taken |= {name for run in made for name in (run.runner, run.flag)}
                 runs.extend(reversed(made))  # (each goes above those before it at its anchor)
@@ -206,8 +209,8 @@ def deferred_runs(closure: Closure, inside: set[NodeId], groups: list[LazyGroup]
 
 def _group_runs(closure: Closure, g: LazyGroup, inside: set[NodeId],
                 position: dict[NodeId, int], taken: set[str],
-                ext_users: dict[str, set[NodeId]], placed: dict[NodeId, NodeId]
-                ) -> list[DeferredRun] | None:
+                ext_users: dict[str, set[NodeId]], placed: dict[NodeId, NodeId],
+                never: frozenset[NodeId] = frozenset()) -> list[DeferredRun] | None:
     """A function for each module of a lazy group (engine.nesting: modules imported only
     inside functions, or by such modules as they run, that need a package which may be
     missing), holding the whole module in upstream's order: each import of it inside a
@@ -217,7 +220,8 @@ def _group_runs(closure: Closure, g: LazyGroup, inside: set[NodeId],
     where one of them cannot be (a function cannot hold it, an import of it is in another
     module's statement emitted elsewhere, or where it is imported cannot be told).
     ``placed``: the statements already going into another module's function, by the
-    statement that function goes above."""
+    statement that function goes above. The imports in statements that ``never`` run (what
+    only ``if TYPE_CHECKING:`` imports lead to) call nothing."""
     modules = set(g.modules)
     mine = {m: sorted((n for n in g.nodes if n[0] == m), key=lambda n: n[1])
             for m in g.modules}
@@ -232,7 +236,7 @@ def _group_runs(closure: Closure, g: LazyGroup, inside: set[NodeId],
     edits: list[tuple[NodeId, int, tuple[str, str]]] = []
     for (user, line, _bound), key in closure.guarded_imports.items():
         if key and key[0] == "def" and key[1] in modules and key[1] != user[0] \
-                and not _under(closure, user, line, _type_checking_parts):
+                and user not in never and not _under(closure, user, line, _type_checking_parts):
             if user in inside:
                 return None  # (a statement emitted inside another, elsewhere)
             edits.append((user, line, key[1]))

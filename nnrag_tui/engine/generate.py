@@ -93,7 +93,8 @@ def generate(closure: Closure, sources: dict[str, dict]) -> GeneratedBlock:
     runs, tried = deferred_runs(closure, {*nests, *(n for found in nests.values() for m in found
                                                     for n in m.nodes),
                                           *(n for g in groups for n in g.nodes),
-                                          *(typing.nodes if typing else ())}, groups, users)
+                                          *(typing.nodes if typing else ())}, groups, users,
+                                  frozenset(typing.nodes if typing else ()))
     texts, definitions, inner = _statement_texts(closure, nests, groups, typing, runs, tried)
     anchors = {run.anchor for run in runs}
     outer = [n for n in closure.nodes if n not in inner]
