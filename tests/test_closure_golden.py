@@ -796,10 +796,13 @@ def test_modules_imported_inside_functions_run_when_upstream_s_do(extracted, tmp
             sys.modules.pop("nnrag_optional_kernels", None)
             try:
                 torch.manual_seed(0)
-                net = load().Net(fast=True)
+                mod = load()
+                net = mod.Net(fast=True)
                 assert "nnrag_optional_kernels" not in sys.modules, modname
                 outputs.append(net(x))
                 assert "nnrag_optional_kernels" in sys.modules, modname
+                if modname == "ours":  # (the module's ``__all__`` is not the file's)
+                    assert mod.__all__ == ["Net"]
             finally:
                 forget_upstream("lcpkg")
     finally:

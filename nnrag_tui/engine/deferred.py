@@ -442,14 +442,17 @@ def _bound_names(closure: Closure, code: list[NodeId]
     whose annotations of such names go (``unannotated``), or None where a function that
     declares them ``global`` cannot hold it (``x: int`` without a value, ``import *``, a
     ``global`` statement of its own after a use). Checked on upstream's text: the renames
-    change no binding."""
+    change no binding. A module's ``__all__`` is none of them: the file's is the block's,
+    which a run at the first call would replace."""
     texts = {n: closure.modules[n[0]].stmt_text(closure.stmt(n)) for n in code}
     plain = {n: unannotated(t) for n, t in texts.items()}
     body = textwrap.indent("\n".join(plain[n] for n in code), "    ")
     try:
         table = symtable.symtable(f"def _f():\n{body}", "<deferred>", "exec").get_children()[0]
+        # (``__all__`` stays the function's: the file's own is the block's, last)
         upstream = sorted(sym.get_name() for sym in table.get_symbols()
-                          if sym.is_local() or sym.is_assigned() or sym.is_imported())
+                          if (sym.is_local() or sym.is_assigned() or sym.is_imported())
+                          and sym.get_name() != "__all__")
         if upstream:
             compile(f"def _f():\n    global {', '.join(upstream)}\n{body}", "<deferred>",
                     "exec", dont_inherit=True)
