@@ -2,7 +2,7 @@
 modules of the same name (peft's ``lora/bnb.py`` and ``adalora/bnb.py``) get names a reader
 can tell apart. The golden case ``deferred_code`` covers the whole file."""
 
-from nnrag_tui.engine.deferred import _names
+from nnrag_tui.engine.deferred import _names, unannotated
 
 
 def test_the_runner_is_named_after_its_module_and_clashes_take_the_package():
@@ -101,3 +101,16 @@ def test_an_import_in_code_that_never_runs_keeps_no_group_in_its_try(tmp_path):
     assert net(torch.ones(1)).item() == 1.0
     with pytest.raises(ModuleNotFoundError, match="nnrag_missing_triton"):
         net(torch.ones(1), trainer=object())
+
+
+def test_only_what_a_function_cannot_hold_loses_its_annotation():
+    """``X: T = v`` at the module's level, in any of its blocks, becomes ``X = v``; an
+    annotation in a function or a class body, a name in parentheses, and one without a value
+    stay as they are, and the text stays upstream's elsewhere."""
+    text = ("if fast:\n    SIZES: dict[str, int] = {  # sizes\n        'a': 1,\n    }\n"
+            "else:\n    (LIMIT): int = 3\n    WIDTH: int\n"
+            "    def f(x: int = 1):\n        y: int = x\n        return y\n")
+    assert unannotated(text) == text.replace("SIZES: dict[str, int] = {", "SIZES = {")
+    compile("def _f():\n    global SIZES, LIMIT, f\n" + "\n".join(
+        "    " + line for line in unannotated(text.replace("    WIDTH: int\n", "")).splitlines()),
+        "<t>", "exec")

@@ -465,7 +465,8 @@ def _bound_names(closure: Closure, code: list[NodeId]
 def unannotated(text: str) -> str:
     """A module-level statement's text with the annotations of the names it assigns at its
     level dropped (``X: dict[str, int] = {}`` -> ``X = {}``), as a function declaring the
-    name ``global`` cannot annotate it. Those without a value, which bind nothing, stay."""
+    name ``global`` cannot annotate it. Those without a value, which bind nothing, stay, as
+    do those of a name in parentheses (``(x): int = 0``), which a function may have."""
     try:
         tree = ast.parse(text)
     except SyntaxError:
@@ -476,8 +477,7 @@ def unannotated(text: str) -> str:
         node = todo.pop()
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             continue
-        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and \
-                node.value is not None:
+        if isinstance(node, ast.AnnAssign) and node.simple and node.value is not None:
             spans.append((node.target.end_lineno, node.target.end_col_offset,
                           node.value.lineno, node.value.col_offset))
         todo.extend(ast.iter_child_nodes(node))
