@@ -177,6 +177,8 @@ def deferred_runs(closure: Closure, inside: set[NodeId], groups: list[LazyGroup]
     group). ``ext_users``: engine.nesting's ``external_users(closure)``. ``never``: the
     statements that never run (engine.typing_only's), whose imports of a group's modules
     need not call their functions."""
+    if not closure.deferred_code and not groups:
+        return [], []
     position = {n: i for i, n in enumerate(closure.nodes)}
     taken: set[str] = set()  # (read only once a module's code does go into a function)
     runs: list[DeferredRun] = []
@@ -233,14 +235,15 @@ def _group_runs(closure: Closure, g: LazyGroup, inside: set[NodeId],
         names[m] = _names(m[1], reserved)
         reserved |= set(names[m])
     # the imports of its modules inside statements: each calls the module's function first
-    edits: list[tuple[NodeId, int, tuple[str, str]]] = []
+    # (statement, line, module imported, whether in a function of the statement)
+    edits: list[tuple[NodeId, int, tuple[str, str], bool]] = []
     for (user, line, _bound), key in closure.guarded_imports.items():
         if key and key[0] == "def" and key[1] in modules and key[1] != user[0] \
                 and user not in never and not _under(closure, user, line, _type_checking_parts):
             if user in inside:
                 return None  # (a statement emitted inside another, elsewhere)
-            edits.append((user, line, key[1]))
-    edited = {(user[0], line) for user, line, _ in edits}
+            edits.append((user, line, key[1], _under(closure, user, line, _function_parts)))
+    edited = {(user[0], line) for user, line, _, _ in edits}
     # the imports at their top level of one another, which are no statement of the file
     calls: dict[tuple[str, str], dict[tuple[str, str], int]] = {m: {} for m in modules}
     for d in closure.deps:
@@ -255,13 +258,13 @@ def _group_runs(closure: Closure, g: LazyGroup, inside: set[NodeId],
                 at[other] = min(line, at.get(other, line))
     # above the first statement with an import of them, or the function that statement runs
     # in (``placed``: another module's code, which goes into its function at its anchor)
-    outer = [placed.get(user, user) for user, _, _ in edits if user[0] not in modules]
+    outer = [placed.get(user, user) for user, _, _, _ in edits if user[0] not in modules]
     if not outer:
         return None
     anchor = min(outer, key=position.__getitem__)
     # a cycle through the imports in each, at its top level or in its functions (which may
     # be called as it runs): those are marked as run as they start, and unmarked in ``try``
-    runs_into = {m: set(calls[m]) | {o for user, _, o in edits if user[0] == m}
+    runs_into = {m: set(calls[m]) | {o for user, _, o, _ in edits if user[0] == m}
                  for m in modules}
     reentrant = {m for m in modules if _reaches(runs_into, m, m)}
     made = []
@@ -274,12 +277,11 @@ def _group_runs(closure: Closure, g: LazyGroup, inside: set[NodeId],
         bound, plain = found
         bound |= {closure.externals[i].bound for i in externals}
         runner, flag = names[m]
-        sites = sorted({(user, line) for user, line, o in edits
-                        if o == m and _under(closure, user, line, _function_parts)})
+        sites = sorted({(user, line) for user, line, o, in_function in edits
+                        if o == m and in_function})
         importers = sorted({names[o][0] for o in modules if m in calls[o]} |
-                           {names[user[0]][0] for user, line, o in edits
-                            if o == m and user[0] in modules
-                            and not _under(closure, user, line, _function_parts)})
+                           {names[user[0]][0] for user, _, o, in_function in edits
+                            if o == m and user[0] in modules and not in_function})
         note = closure.deferred_code.get(m, (None, ()))[0]
         made.append(DeferredRun(
             m, mine[m], sites, runner, flag, sorted(bound), anchor, note,
