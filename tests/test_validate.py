@@ -303,6 +303,8 @@ def test_good_block_reaches_forward(validator):
 
 
 FALSE_ALARMS = """\
+from typing import Optional
+
 from typing_extensions import Literal as Literal_te
 
 import torch
@@ -310,6 +312,10 @@ import torch
 
 def pick(method: Literal_te["min", "one-hot", "openai/clip-vit"] = "min") -> str:
     return method
+
+
+def pad(mode: "Literal_te['front', 'back']" = "back") -> "Optional['Literal_te[\\'x\\']']":
+    return mode
 
 
 class Masks(torch.nn.Module):
@@ -332,7 +338,9 @@ class Masks(torch.nn.Module):
 def test_pyflakes_false_alarms_do_not_fail_the_static_stage(incremental):
     """zuko marks ``precedence[:, indices]`` (the loop's previous ``indices``) with ``# noqa:
     F821``, and a clash rename turns torchmetrics' ``Literal`` into ``Literal_typing_extensions``,
-    whose strings pyflakes takes for annotations: neither is an undefined name, and the static
+    whose strings pyflakes takes for annotations, also inside an annotation written as a string
+    (nni's ``"Literal_typing_extensions['front', 'back']"``, as upstream's ``from __future__
+    import annotations`` makes it): neither is an undefined name, and the static
     stage says so, as flake8 would. tsai reads such loop-carried locals without a noqa (``n_in``
     in XceptionTime): a name its function binds is no module-level name the file lacks, so that
     passes too. A name nothing binds is reported, noqa for another code or not."""

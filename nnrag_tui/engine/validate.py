@@ -468,7 +468,13 @@ def known_false_alarms(tree: ast.Module, code: str | None, found: list[dict]
                if a.name == "Literal" and a.asname and a.asname != "Literal"}
     if aliases:
         for n in ast.walk(tree):
-            if isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name) and \
+            if isinstance(n, ast.Constant) and isinstance(n.value, str):
+                # an annotation written as a string (as upstream's ``from __future__ import
+                # annotations`` makes it) holding the aliased ``Literal[...]``: pyflakes
+                # reports its strings' names at the line of the string
+                out.update((name, n.lineno) for name in _aliased_literal_strings(n.value,
+                                                                                 aliases))
+            elif isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name) and \
                     n.value.id in aliases:
                 for c in ast.walk(n.slice):
                     if isinstance(c, ast.Constant) and isinstance(c.value, str):
@@ -532,6 +538,28 @@ def _function_locals(func: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
             continue
         stack.extend(ast.iter_child_nodes(n))
     return bound - declared
+
+
+def _aliased_literal_strings(text: str, aliases: set[str]) -> set[str]:
+    """The names pyflakes reads in the strings of an aliased ``Literal[...]`` inside ``text``,
+    a string it takes for an annotation (``"Literal_typing_extensions['front', 'back']"``
+    reads ``front`` and ``back``); strings nested in its strings too."""
+    if not any(a in text for a in aliases):
+        return set()
+    try:
+        expr = ast.parse(text.strip(), mode="eval")
+    except (SyntaxError, ValueError):
+        return set()
+    out: set[str] = set()
+    for n in ast.walk(expr):
+        if isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name) and \
+                n.value.id in aliases:
+            for c in ast.walk(n.slice):
+                if isinstance(c, ast.Constant) and isinstance(c.value, str):
+                    out |= _names_pyflakes_reads(c.value)
+        elif isinstance(n, ast.Constant) and isinstance(n.value, str):
+            out |= _aliased_literal_strings(n.value, aliases)
+    return out
 
 
 def _names_pyflakes_reads(text: str) -> set[str]:
