@@ -15,6 +15,7 @@ import symtable
 from dataclasses import dataclass, field
 from functools import cached_property
 
+from nnrag_tui.engine import scopes
 from nnrag_tui.engine.flow import reads_after_own_binding
 from nnrag_tui.engine.modulefiles import literals
 from nnrag_tui.engine.parse import is_dotted_name, is_main_guard
@@ -225,7 +226,7 @@ class ModuleSource:
                     if tab.get_type() == "class":
                         if sym.is_assigned() or sym.is_imported():
                             out.add(sym.get_name())
-                    elif sym.is_local():
+                    elif scopes.is_local(tab, sym):
                         out.add(sym.get_name())
             hit = self._locals[st.index] = frozenset(out)
         return hit
@@ -400,7 +401,7 @@ def _load_and_lazy(text: str, node: ast.stmt) -> tuple[set[str], set[str], set[s
             if is_module:
                 if sym.is_referenced():
                     (lazy if is_lazy else load).add(name)
-            elif sym.is_global():
+            elif scopes.is_global(tab, sym):
                 if sym.is_referenced():
                     (lazy if is_lazy else load).add(name)
                 if sym.is_assigned():

@@ -28,6 +28,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
 
+from nnrag_tui.engine import scopes
 from nnrag_tui.engine.modsource import annotation_strings, class_early_reads, typing_call_strings
 from nnrag_tui.engine.parse import resolve_relative
 
@@ -288,7 +289,7 @@ class _Walker:
         if table.get_type() == "class":
             return not (sym.is_assigned() or sym.is_imported() or sym.is_parameter()
                         or sym.is_free())
-        return sym.is_global()
+        return scopes.is_global(table, sym)
 
     # -- visiting --------------------------------------------------------------------------
     def visit(self, node: ast.AST, table: symtable.SymbolTable) -> None:
