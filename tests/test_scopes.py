@@ -55,3 +55,13 @@ def test_a_rename_of_a_module_level_name_leaves_the_parameter_of_top(tmp_path):
     exec(compile(code, "Stack.py", "exec"), namespace)
     assert namespace["Picker"]().top(2, "abcd") == 8
     assert namespace["Stack"]()(1) == len("stack") + len("other")
+
+
+def test_super_outside_a_class_reads_no_module_level_class_name():
+    """CPython's compiler has every function that names ``super`` read ``__class__``; outside
+    a class that is no name of the module (orb-models' ``load_forcefield_state_dict`` calls
+    ``super(type(model), model)``, and ``__class__`` was reported as unresolved). A function
+    that reads ``__class__`` itself still does."""
+    u = _uses("def load(model, sd):\n    return super(type(model), model).load_state_dict(sd)\n")
+    assert u.lazy == {"super", "type"}
+    assert _uses("def which():\n    return __class__\n").lazy == {"__class__"}

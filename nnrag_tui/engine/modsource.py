@@ -412,6 +412,13 @@ def _load_and_lazy(text: str, node: ast.stmt) -> tuple[set[str], set[str], set[s
             visit(child, child_lazy)
 
     visit(table, False)
+    if "__class__" in load | lazy and not any(
+            isinstance(n, ast.Name) and n.id == "__class__" for n in ast.walk(node)):
+        # CPython's compiler reads ``__class__`` for every function that names ``super``;
+        # outside a class nothing binds it, and ``super(type(m), m)`` never reads it (orb's
+        # ``load_forcefield_state_dict``): no module-level name to look for
+        load.discard("__class__")
+        lazy.discard("__class__")
     for cls, in_function in _classes_and_annotations(node)[0]:
         for n in class_early_reads(cls):
             if n.id not in assigned_global:
