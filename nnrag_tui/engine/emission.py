@@ -235,6 +235,20 @@ def _class_creation_deps(builder: _ClosureBuilder, targets: dict[tuple[NodeId, s
     def named(user: NodeId, expr: ast.expr) -> tuple[NodeId, ...]:
         return targets.get((user, expr.id), ()) if isinstance(expr, ast.Name) else ()
 
+    def class_makers(node: ast.ClassDef, n: NodeId, seen: set[NodeId]
+                     ) -> list[tuple[NodeId, tuple[str, ...]]]:
+        """What runs when the ``class`` statement ``node`` (in the statement ``n``) makes its
+        class: its metaclass's creation methods and what its bases' makers run."""
+        out: list[tuple[NodeId, tuple[str, ...]]] = []
+        for k in node.keywords:
+            if k.arg == "metaclass":
+                out += [(m, METACLASS_CREATION) for m in named(n, k.value)
+                        if classdef(m) is not None]
+        for base in node.bases:
+            for b in named(n, base):
+                out += makers(b, seen)
+        return out
+
     def makers(n: NodeId, seen: set[NodeId]) -> list[tuple[NodeId, tuple[str, ...]]]:
         """(class statement, its methods that run) for what runs when the class ``n``
         binds, or one derived from it, is made."""
@@ -245,13 +259,7 @@ def _class_creation_deps(builder: _ClosureBuilder, targets: dict[tuple[NodeId, s
         out: list[tuple[NodeId, tuple[str, ...]]] = []
         if isinstance(node, ast.ClassDef):
             out.append((n, SUBCLASS_HOOK))
-            for k in node.keywords:
-                if k.arg == "metaclass":
-                    out += [(m, METACLASS_CREATION) for m in named(n, k.value)
-                            if classdef(m) is not None]
-            for base in node.bases:
-                for b in named(n, base):
-                    out += makers(b, seen)
+            out += class_makers(node, n, seen)
         elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
             # ``X = Meta("X", bases, ns)``: a class that ``Meta`` made
             out += [(m, METACLASS_CREATION) for m in named(n, node.value.func)
@@ -261,11 +269,14 @@ def _class_creation_deps(builder: _ClosureBuilder, targets: dict[tuple[NodeId, s
     extra: dict[NodeId, set[NodeId]] = {}
     reads: dict[tuple[NodeId, tuple[str, ...]], set[str]] = {}
     for n in builder.order:
-        node = classdef(n)
-        if node is None or n[0] in builder.objects:
+        if n[0] in builder.objects:
             continue
-        # its own ``__init_subclass__`` does not run for itself
-        found = [(m, methods) for m, methods in makers(n, set()) if m != n]
+        # the classes it makes as it runs: itself, or those in its ``if``/``try`` (nni's
+        # ``if Version(torch.__version__) >= ...: class UnarySinc(ParametrizedModule)``);
+        # a class's own ``__init_subclass__`` does not run for itself
+        seen = {n}
+        found = [m for cls in _classes_made(builder.modules[n[0]].stmts[n[1]].node)
+                 for m in class_makers(cls, n, seen)]
         for maker, methods in found:
             if (maker, methods) not in reads:  # a base shared by many classes: once
                 cls = classdef(maker)
@@ -275,6 +286,23 @@ def _class_creation_deps(builder: _ClosureBuilder, targets: dict[tuple[NodeId, s
                 extra.setdefault(n, set()).update(
                     t for t in targets.get((maker, name), ()) if t != n)
     return extra
+
+
+def _classes_made(node: ast.stmt) -> list[ast.ClassDef]:
+    """The ``class`` statements that run when ``node`` runs at module level: itself and the
+    classes in its body, or those in the blocks of its ``if``/``try``/``with``/loop (not in
+    a function's body)."""
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return []
+    out: list[ast.ClassDef] = [node] if isinstance(node, ast.ClassDef) else []
+    for field in ("body", "orelse", "finalbody", "handlers", "cases"):
+        for child in getattr(node, field, None) or ():
+            if isinstance(child, (ast.ExceptHandler, ast.match_case)):
+                for st in child.body:
+                    out += _classes_made(st)
+            elif isinstance(child, ast.stmt):
+                out += _classes_made(child)
+    return out
 
 
 def _decorates_with(builder: _ClosureBuilder, node: NodeId, target: BindKey) -> bool:
