@@ -125,12 +125,18 @@ def _callee(call: ast.Call) -> str | None:
 
 def load_time_calls(node: ast.stmt) -> set[str]:
     """What a module-level statement calls, by name or ``module.name`` chain
-    (``MODELS = Registry("model")``, ``to_2tuple = _ntuple(2)``, ``@register_model``), while
-    its module executes: all of it but the bodies of the functions and lambdas it defines."""
+    (``MODELS = Registry("model")``, ``to_2tuple = _ntuple(2)``, ``@register_model("x")``,
+    and ``@trace`` without parentheses), while its module executes: all of it but the bodies
+    of the functions and lambdas it defines."""
     out: set[str] = set()
     todo: list[ast.AST] = [node]
     while todo:
         n = todo.pop()
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            # a decorator without parentheses is called too, with what it decorates (nni's
+            # ``@trace`` on a class calls ``trace``, whose body calls ``_trace_cls``)
+            out.update(c for d in n.decorator_list if not isinstance(d, ast.Call)
+                       and (c := dotted(d)) is not None)
         if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
             todo += [d for d in [*n.args.defaults, *n.args.kw_defaults] if d is not None]
             if not isinstance(n, ast.Lambda):
