@@ -159,8 +159,8 @@ def _lazy_groups(closure: Closure, guarded: set[tuple[str, str]],
             emitted.setdefault(n[0], []).append(n)
     eager: dict[tuple[str, str], set[tuple[str, str]]] = {}  # module -> modules reading it
     for d in closure.deps:
-        if d.user in typing:
-            continue
+        if d.user in typing or d.typing_only:
+            continue  # (an ``if TYPE_CHECKING:`` import never runs: nni's sampling.py)
         lazy = d.how == "local-import" and not d.load
         for n in d.nodes:
             if n[0] != d.user[0] and not lazy:

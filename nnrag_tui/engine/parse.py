@@ -231,12 +231,19 @@ class _Gatherer:
             self.all_extend(st)
         elif isinstance(st, ast.If):
             kind = "type_checking" if is_type_checking(st.test) else "if"
-            g = guard if guard.kind else Guard(kind, st.lineno, st.end_lineno or st.lineno,
-                                               _unparse(st.test))
+            if not guard.kind:
+                g = Guard(kind, st.lineno, st.end_lineno or st.lineno, _unparse(st.test))
+                other = g if kind != "type_checking" else Guard("if", g.line, g.end_line, g.test)
+            elif kind == "type_checking":
+                # what it guards never runs, also under a ``try`` (nni's sampling.py imports
+                # its RL module for annotations only, inside ``try: import tianshou``); the
+                # span stays the outer statement's
+                g, other = Guard(kind, guard.line, guard.end_line, guard.test), guard
+            else:
+                g = other = guard
             if not is_main_guard(st):  # what only a script run binds is no definition
                 self.body(st.body, g, None)
-            self.body(st.orelse, g if g.kind != "type_checking" else
-                      Guard("if", g.line, g.end_line, g.test), None)
+            self.body(st.orelse, other, None)
         elif isinstance(st, ast.Try) or type(st).__name__ == "TryStar":
             handled = ", ".join(_unparse(h.type) for h in st.handlers if h.type is not None)
             g = guard if guard.kind else Guard("try", st.lineno, st.end_lineno or st.lineno,

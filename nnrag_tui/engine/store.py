@@ -16,7 +16,8 @@ from typing import Iterable, Iterator
 from nnrag_tui.engine.errors import StoreError
 from nnrag_tui.engine.facts import Block, Guard, ImportRecord, ModuleFacts, Symbol
 
-SCHEMA_VERSION = 9  # 7: files.namespace_writes; 8: symbols.alias; 9: no script-only symbols
+SCHEMA_VERSION = 10  # 7: files.namespace_writes; 8: symbols.alias; 9: no script-only
+# symbols; 10: an ``if TYPE_CHECKING:`` under a ``try``/``if`` guards as type_checking
 BUSY_TIMEOUT_MS = 60_000
 
 SCHEMA = """
