@@ -1151,12 +1151,14 @@ class _ClosureBuilder:
         elif t.kind == "module" and self.r.is_external(t.name):
             imp = self.external_import(entry, name, Target("external", t.name, how="import"))
             self.refer_external(node, name, imp)
+            self.submodule_imports(entry, st, name)
             self.deps.append(Dependency(node, name, "external", imp.text(), "import", 1.0, load))
         elif t.kind == "module":
             self.follow_module(node, entry, st, name, t, load)
         elif t.kind == "external":
             imp = self.external_import(entry, name, t)
             self.refer_external(node, name, imp)
+            self.submodule_imports(entry, st, name)
             self.deps.append(Dependency(node, name, "external", imp.text(), t.how,
                                         t.confidence, load, (), t.note))
         elif t.kind == "builtin":
@@ -1387,6 +1389,23 @@ class _ClosureBuilder:
         imp = self.add_external(imp)
         self._bind(("ext", imp.identity))
         return imp
+
+    def submodule_imports(self, entry: ModuleEntry, st: TopStmt, name: str) -> None:
+        """The module's other ``import a.b.c`` of the external package the statement reads as
+        ``name``, for each ``a.b.c...`` chain it reads: they bind the same name, and the
+        file's one import of it would leave the submodule unloaded. orb's
+        ``property_definitions.py`` has ``import ase.data`` and ``import ase.db.row`` and reads
+        ``ase.db.row.AtomsRow``: kept ``import ase.data`` alone, 6 files raised AttributeError
+        ("module 'ase' has no attribute 'db'") where upstream's module imports."""
+        recs = [r for r in entry.imports.get(name, ()) if r.name is None and r.asname is None
+                and r.target and "." in r.target and r.guard.kind != "type_checking"]
+        if not recs:
+            return
+        chains = self.ms(entry).chains(st, name)
+        for rec in recs:
+            if any(c == rec.target or c.startswith(rec.target + ".") for c in chains):
+                imp = self.add_external(ExternalImport(rec.target, None, None))
+                self._bind(("ext", imp.identity))
 
     def add_external(self, imp: ExternalImport) -> ExternalImport:
         """Records an external import; the first of one identity binds it."""
