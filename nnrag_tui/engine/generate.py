@@ -149,9 +149,8 @@ def generate(closure: Closure, sources: dict[str, dict]) -> GeneratedBlock:
 
 
 def _statement_texts(closure: Closure, nests: dict[NodeId, list[NestedModule]],
-                     groups: list[LazyGroup], typing: TypingGroup | None = None,
-                     runs: list[DeferredRun] | None = None,
-                     tried: list[LazyGroup] | None = None
+                     groups: list[LazyGroup], typing: TypingGroup | None,
+                     runs: list[DeferredRun], tried: list[LazyGroup]
                      ) -> tuple[dict[NodeId, str], list[Definition], set[NodeId]]:
     """Every statement's text as the file has it, its header entry, and the statements that
     go inside another's text (engine.nesting): a guard of the module that imports theirs, or
@@ -169,7 +168,6 @@ def _statement_texts(closure: Closure, nests: dict[NodeId, list[NestedModule]],
             key = closure.guarded_imports[(user, line, bound)]
             unsure_by_node.setdefault(user, {})[(line - closure.stmt(user).line + 1, bound)] = \
                 f"cannot import name {key[2]!r} from {key[1][1]!r}"
-    runs = runs or []
     calls: dict[NodeId, dict[int, tuple[str, ...]]] = {}
     for run in runs:
         for user, line in run.sites:
@@ -184,7 +182,7 @@ def _statement_texts(closure: Closure, nests: dict[NodeId, list[NestedModule]],
             where = f"{closure.entries[m.site[0]].facts.relpath}:{closure.stmt(m.site).line}"
             notes.update((n, f"indented, inside the `{m.guard}` of {where}") for n in m.nodes)
     last: dict[NodeId, LazyGroup | TypingGroup] = {}
-    for g in (groups if tried is None else tried):
+    for g in tried:
         last[g.nodes[-1]] = g
         notes.update((n, _group_note(closure, g, n[0])) for n in g.nodes)
     if typing is not None:
