@@ -118,6 +118,24 @@ def test_all_that_is_not_a_literal_is_unknown():
     assert f.ok and f.all_names is None
 
 
+@pytest.mark.parametrize("src", [
+    # torchquantum's standard gates: computed, then a literal extend of seven more names;
+    # taking the extend alone exported 7 of the module's 60 gates
+    "gates = [A, B]\n__all__ = [g.__name__ for g in gates]\n__all__.extend(['C', 'D'])\n",
+    "__all__ = ['A']\n__all__ += sub.__all__\n",
+    "__all__ = ['A']\n__all__.extend(sub.__all__)\n",
+    "__all__ = ['A']\n__all__.append(name)\n",
+])
+def test_all_computed_anywhere_is_unknown(src):
+    f = parse_bytes(src.encode(), "p/m.py")
+    assert f.ok and f.all_names is None
+
+
+def test_all_literal_after_a_computed_one_is_known_again():
+    f = parse_bytes(b"__all__ = list(names)\n__all__ = ['A']\n__all__ += ['B']\n", "p/m.py")
+    assert f.all_names == ("A", "B")
+
+
 # -- guards --------------------------------------------------------------------------------
 def test_try_except_importerror_guard(mod):
     imps = imports_by_bound(mod)

@@ -119,7 +119,7 @@ def parse_bytes(data: bytes, relpath: str, sha1: str | None = None) -> ModuleFac
         size=len(data),
         symbols=tuple(gatherer.symbols),
         imports=tuple(gatherer.imports),
-        all_names=tuple(gatherer.all_names) if gatherer.all_names is not None else None,
+        all_names=gatherer.exported(),
         lines=data.count(b"\n") + (0 if data.endswith(b"\n") or not data else 1),
         namespace_writes=namespace_writes(tree.body),
     )
@@ -211,6 +211,18 @@ class _Gatherer:
         self.symbols: list[Symbol] = []
         self.imports: list[ImportRecord] = []
         self.all_names: list[str] | None = None
+        # an ``__all__`` computed as the module runs (torchquantum's standard gates:
+        # ``[a().__class__.__name__ for a in all_variables]``, then a literal ``extend``)
+        self.all_unknown = False
+
+    def exported(self) -> tuple[str, ...] | None:
+        """The names ``__all__`` holds, None where the module has none or computes it: a
+        star import then binds its public names (``BindingIndex.exports``), which holds what
+        the computed list does. Taking the literal ``extend`` alone left torchquantum's
+        ``from .standard_gates import *`` with 7 of its 60 gates."""
+        if self.all_names is None or self.all_unknown:
+            return None
+        return tuple(self.all_names)
 
     def body(self, stmts: list[ast.stmt], guard: Guard, parent: str | None) -> None:
         for st in stmts:
@@ -364,12 +376,15 @@ class _Gatherer:
     def _all(self, st: ast.Assign | ast.AnnAssign | ast.AugAssign) -> None:
         value = st.value
         names = _str_seq(value) if value is not None else None
-        if names is None:
-            return
         if isinstance(st, ast.AugAssign):
-            self.all_names = (self.all_names or []) + names
+            if names is None:
+                self.all_unknown = True
+            else:
+                self.all_names = (self.all_names or []) + names
+        elif names is None:
+            self.all_unknown = value is not None
         else:
-            self.all_names = names
+            self.all_names, self.all_unknown = names, False
 
     def all_extend(self, st: ast.Expr) -> None:
         call = st.value
@@ -378,7 +393,9 @@ class _Gatherer:
             arg = call.args[0]
             names = [arg.value] if (isinstance(arg, ast.Constant) and isinstance(arg.value, str)) \
                 else _str_seq(arg)
-            if names is not None:
+            if names is None:
+                self.all_unknown = True
+            else:
                 self.all_names = (self.all_names or []) + names
 
 

@@ -16,8 +16,9 @@ from typing import Iterable, Iterator
 from nnrag_tui.engine.errors import StoreError
 from nnrag_tui.engine.facts import Block, Guard, ImportRecord, ModuleFacts, Symbol
 
-SCHEMA_VERSION = 10  # 7: files.namespace_writes; 8: symbols.alias; 9: no script-only
-# symbols; 10: an ``if TYPE_CHECKING:`` under a ``try``/``if`` guards as type_checking
+SCHEMA_VERSION = 11  # 7: files.namespace_writes; 8: symbols.alias; 9: no script-only
+# symbols; 10: an ``if TYPE_CHECKING:`` under a ``try``/``if`` guards as type_checking;
+# 11: a computed ``__all__`` leaves all_names unknown
 BUSY_TIMEOUT_MS = 60_000
 
 SCHEMA = """
