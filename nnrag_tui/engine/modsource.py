@@ -94,6 +94,7 @@ class ModuleSource:
         self._dotted_reads: dict[int, DottedReads] = {}
         self._patch: dict[int, tuple] = {}
         self._chains: dict[tuple[int, str], frozenset[str]] = {}
+        self._load_chains: dict[tuple[int, str], frozenset[str]] = {}
         self._literals: dict[int, frozenset[str]] = {}
         self._subclasses: dict[int, dict[str, set[str]]] = {}
 
@@ -151,6 +152,15 @@ class ModuleSource:
         hit = self._chains.get((st.index, root))
         if hit is None:
             hit = self._chains[(st.index, root)] = frozenset(all_chains(st.node, root))
+        return hit
+
+    def load_chains(self, st: TopStmt, root: str) -> frozenset[str]:
+        """The chains of ``chains(st, root)`` that the statement reads while its module
+        executes (``load_time_chains``), cached."""
+        hit = self._load_chains.get((st.index, root))
+        if hit is None:
+            hit = self._load_chains[(st.index, root)] = frozenset(
+                load_time_chains(st.node, root, "annotations" in self.future))
         return hit
 
     def literals(self, st: TopStmt) -> frozenset[str]:
@@ -635,6 +645,41 @@ def all_chains(node: ast.stmt, root: str) -> set[str]:
                 d = _dotted(sub)
                 if d and d.split(".", 1)[0] == root:
                     out.add(d)
+    return out
+
+
+def load_time_chains(node: ast.stmt, root: str, lazy_annotations: bool = False) -> set[str]:
+    """The chains of ``all_chains`` read while the module executes: not in the body of a
+    function or lambda, nor in an annotation under ``from __future__ import annotations``.
+    torchquantum's ``class QuantumModule`` reads ``tq.QuantumDevice`` in an argument's
+    annotation as it is made, and ``tq.op_name_dict`` only in a method: taking every chain of
+    ``tq`` as needed at load made the module's classes and its table of gates a cycle, broken
+    in an order that put 60 gate classes above their base."""
+    out: set[str] = set()
+    stack: list[ast.AST] = [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            a = n.args
+            stack += [d for d in (*a.defaults, *a.kw_defaults) if d is not None]
+            if isinstance(n, ast.Lambda):
+                continue
+            stack += n.decorator_list
+            if not lazy_annotations:
+                stack += [arg.annotation for arg in (*a.posonlyargs, *a.args, *a.kwonlyargs,
+                                                     a.vararg, a.kwarg)
+                          if arg is not None and arg.annotation is not None]
+                if n.returns is not None:
+                    stack.append(n.returns)
+            continue
+        if isinstance(n, ast.AnnAssign) and lazy_annotations:
+            stack += [x for x in (n.target, n.value) if x is not None]
+            continue
+        if isinstance(n, ast.Attribute):
+            d = _dotted(n)
+            if d and d.split(".", 1)[0] == root:
+                out.add(d)
+        stack.extend(ast.iter_child_nodes(n))
     return out
 
 

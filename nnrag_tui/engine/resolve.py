@@ -1193,11 +1193,14 @@ class _ClosureBuilder:
         is rewritten to X's name in the generated file."""
         ms = self.modules[node[0]]  # ``st`` is its statement
         chains = sorted(ms.chains(st, name), key=lambda c: (len(c), c))
+        # each chain is needed at load only where the statement reads it then
+        at_load = ms.load_chains(st, name) if load else frozenset()
         done: set[str] = set()
         found = False
         for chain in chains:
             if any(chain.startswith(d + ".") for d in done):
                 continue
+            now = chain in at_load
             ct = self.index.resolve_dotted(entry, chain)
             if ct.kind == "def" and not ct.attr and ct.entry is not None:
                 nodes = self.add_binders(ct.entry, ct.name)
@@ -1205,7 +1208,7 @@ class _ClosureBuilder:
                 self.chains.setdefault(node, {})[chain] = key
                 self.avoid_capture(key, node)
                 self.deps.append(Dependency(node, chain, "definition", ct.qualified,
-                                            "attribute", ct.confidence, load, nodes))
+                                            "attribute", ct.confidence, now, nodes))
                 done.add(chain)
                 found = True
             elif ct.kind == "external":
@@ -1214,7 +1217,7 @@ class _ClosureBuilder:
                 self._bind(("ext", imp.identity))
                 self.chains.setdefault(node, {})[chain] = ("ext", imp.identity)
                 self.deps.append(Dependency(node, chain, "external", imp.text(), "attribute",
-                                            ct.confidence, load))
+                                            ct.confidence, now))
                 done.add(chain)
                 found = True
         where = f"{entry.module}:{st.line}"
@@ -1227,7 +1230,7 @@ class _ClosureBuilder:
                 self.chains.setdefault(node, {})[chain] = ("def", obj[0], MODULE_OBJECT)
                 self.avoid_capture(("def", obj[0], MODULE_OBJECT), node)
                 self.deps.append(Dependency(node, chain, "definition", ct.name,
-                                            "module-object", 1.0, load, (obj,)))
+                                            "module-object", 1.0, chain in at_load, (obj,)))
                 done.add(chain)
                 found = True
         if found and not ms.reads_bare(st, name, done):
