@@ -474,6 +474,10 @@ MUST = {
     # an ``__all__`` computed as the module runs exports the gates the literal ``extend``
     # does not name: ``cp.Flip`` is the class, not a read of a module object without it
     ("computed_all", "Net"): ["self.flip = Flip()", "`cp.Flip` -> `Flip` (inlined)"],
+    # ``from . import consts as raw_consts`` above the package's own ``consts = ...`` is
+    # the submodule
+    ("submodule_shadowed", "Net"): ['raw_consts = types.ModuleType("cpkg.consts")',
+                                    "consts = Frozen(raw_consts)"],
 }
 # strings the provenance header must not contain (MUST_NOT reads the code below it)
 HEADER_MUST_NOT = {

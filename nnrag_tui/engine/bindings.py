@@ -257,6 +257,14 @@ class ModuleIndex:
             mod = rec.target if rec.asname else rec.target.split(".")[0]
             return self.module_target(mod, entry.source, how="import")
         src = self.find_module(rec.target, entry.source)
+        if src is entry and not _bound_above(entry, rec):
+            # ``from . import constants as converter_constants`` in a package's ``__init__``
+            # that binds ``constants = _Constants(converter_constants, ...)`` below it
+            # (hummingbird): the package has no such attribute yet, so the import loads the
+            # submodule
+            sub = self.find_module(f"{rec.target}.{rec.name}", entry.source)
+            if sub is not None:
+                return Target("module", sub.module, sub, how="import")
         if src is not None:
             t = self.lookup(src, rec.name, depth + 1)
             if t.kind != "unresolved":
@@ -338,6 +346,12 @@ class ModuleIndex:
         if sym is not None:
             return t.entry, sym
         return None
+
+
+def _bound_above(entry: ModuleEntry, rec: ImportRecord) -> bool:
+    """Whether ``entry`` binds ``rec.name`` at its top level above the import ``rec``."""
+    return any(s.line < rec.line for s in entry.defs.get(rec.name, ())) or any(
+        r.line < rec.line for r in entry.imports.get(rec.name, ()))
 
 
 def _with_how(t: Target, how: str) -> Target:
