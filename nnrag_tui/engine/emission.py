@@ -12,6 +12,8 @@ and a statement that calls a corpus function or class as it runs waits for what 
 from __future__ import annotations
 
 import ast
+import heapq
+from collections.abc import Callable
 from itertools import pairwise
 from typing import TYPE_CHECKING
 
@@ -105,15 +107,24 @@ def emission_order(builder: _ClosureBuilder) -> list[NodeId]:
         all_deps[user] |= needs
         load_deps[user] |= needs
     patching = {p for ps in builder.effects.patches.values() for p in ps}
+
+    def first(n: NodeId) -> tuple[bool, tuple[int, int], int]:
+        # a patch goes as soon as it can: right after what it changes, as upstream has it
+        return (n not in patching, key(n), rank[n])
+
     emitted: list[NodeId] = []
-    done: set[NodeId] = set()
     remaining = set(builder.order)
     noted: set[NodeId] = set()
+    # the statements whose needs (all of them / those at load) have all gone out, by
+    # ``first``; kept as each goes out (a closure of vllm's holds 6,658 statements, where
+    # looking them all over for each pick took 16 s)
+    every = _Ready(all_deps, first)
+    at_load = _Ready(load_deps, first)
     while remaining:
-        ready = [n for n in remaining if all_deps[n] <= done]
-        if not ready:
-            ready = [n for n in remaining if load_deps[n] <= done]
-        if not ready:
+        pick = every.best(remaining)
+        if pick is None:
+            pick = at_load.best(remaining)
+        if pick is None:
             # a cycle: only its own statements may go next, in upstream order; anything
             # that merely needs the cycle waits for it
             ready = _first_cycle(remaining, load_deps)
@@ -124,12 +135,39 @@ def emission_order(builder: _ClosureBuilder) -> list[NodeId]:
                                   for n in sorted(ready, key=key))
                 builder.notes.append(
                     f"circular load-time dependency among {where}; upstream order kept")
-        # a patch goes as soon as it can: right after what it changes, as upstream has it
-        pick = min(ready, key=lambda n: (n not in patching, key(n), rank[n]))
+            pick = min(ready, key=first)
         emitted.append(pick)
-        done.add(pick)
         remaining.discard(pick)
+        every.gone(pick)
+        at_load.gone(pick)
     return emitted
+
+
+class _Ready:
+    """The statements none of whose ``deps`` is still to go out, best (by ``order``) first:
+    a count of the needs still to go per statement, lowered as each goes out."""
+
+    def __init__(self, deps: dict[NodeId, set[NodeId]],
+                 order: Callable[[NodeId], tuple]) -> None:
+        self.order = order
+        self.waiting = {n: len(d) for n, d in deps.items()}
+        self.users: dict[NodeId, list[NodeId]] = {}
+        for n, d in deps.items():
+            for m in d:
+                self.users.setdefault(m, []).append(n)
+        self.heap = [(order(n), n) for n, k in self.waiting.items() if not k]
+        heapq.heapify(self.heap)
+
+    def best(self, remaining: set[NodeId]) -> NodeId | None:
+        while self.heap and self.heap[0][1] not in remaining:
+            heapq.heappop(self.heap)  # gone out already (picked by the other count)
+        return self.heap[0][1] if self.heap else None
+
+    def gone(self, n: NodeId) -> None:
+        for user in self.users.get(n, ()):
+            self.waiting[user] -= 1
+            if not self.waiting[user]:
+                heapq.heappush(self.heap, (self.order(user), user))
 
 
 class _UpstreamOrder:

@@ -299,7 +299,7 @@ class _ClosureBuilder:
         self.externals: dict[str, ExternalImport] = {}
         # a corpus definition of an external package -> its import (external_def)
         self.external_defs: dict[BindKey, ExternalImport] = {}
-        self.bind_order: list[BindKey] = []
+        self.bind_order: dict[BindKey, None] = {}  # ordered: the order names were bound
         self.unresolved: list[tuple[str, str]] = []
         self.notes: list[str] = []
         self.module_files: list[tuple[str, str]] = []  # (path on disk, path beside the file)
@@ -510,8 +510,7 @@ class _ClosureBuilder:
         return None
 
     def _bind(self, key: BindKey) -> None:
-        if key not in self.bind_order:
-            self.bind_order.append(key)
+        self.bind_order.setdefault(key)
 
     def binders(self, entry: ModuleEntry, name: str) -> list[int]:
         ms = self.ms(entry)
