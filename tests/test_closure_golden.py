@@ -496,6 +496,12 @@ HEADER_MUST_NOT = {
     ("call_time", "Configured"): ["circular"],
     # ``q.op_table`` read in a method only is no need of ``class QModule`` as it is made
     ("load_chains", "Net"): ["circular"],
+    # ``@register_model("anynet") class AnyNet``, reached as a base, registers into the
+    # registry the RegNets fill: their registrations are no need of it
+    ("registered_base", "Net"): ["circular"],
+    # ``checked`` returns its ``wrapper``: what the wrapper reads is no need of the class
+    # whose methods it decorates
+    ("returned_wrapper", "Base"): ["circular"],
 }
 MUST_NOT = {
     ("future_mix", "Net"): ["from __future__", "annotations=annotations"],

@@ -24,6 +24,7 @@ from nnrag_tui.engine.reach import (
     SUBCLASS_HOOK,
     call_run,
     load_time_calls,
+    method_calls,
     method_reads,
 )
 
@@ -218,43 +219,59 @@ def _call_time_deps(builder: _ClosureBuilder, targets: dict[tuple[NodeId, str], 
     for registry, filling in builder.effects.fillers.items():
         for f in filling:
             fills.setdefault(f, set()).add(registry)
-    runs: dict[NodeId, tuple[set[str], set[str]]] = {}
-    reached: dict[NodeId, frozenset[NodeId]] = {}
-
-    def needs_of(callee: NodeId) -> frozenset[NodeId]:
-        """What calling ``callee`` reads, through everything it calls in turn."""
-        if callee not in reached:
-            out: set[NodeId] = set()
-            todo, seen = [callee], {callee}
-            while todo:
-                m = todo.pop()
-                if m not in runs:
-                    runs[m] = call_run(builder.modules[m[0]].stmts[m[1]].node)
-                reads, calls = runs[m]
-                for r in reads:
-                    out.update(targets.get((m, r), ()))
-                for c in calls:
-                    for t in targets.get((m, c), ()):
-                        if t not in seen:
-                            seen.add(t)
-                            todo.append(t)
-            reached[callee] = frozenset(out)
-        return reached[callee]
-
+    needs_of = _CallReads(builder, targets)
     extra: dict[NodeId, set[NodeId]] = {}
     for n in builder.order:
         if n[0] in builder.objects:
             continue
         needs: set[NodeId] = set()
+        own = set(fills.get(n, ()))
         for name in load_time_calls(builder.modules[n[0]].stmts[n[1]].node):
             for m in targets.get((n, name), ()):
                 needs |= needs_of(m)
-        own = fills.get(n, set())
+            # what the call itself registers into: classy_vision's ``@register_model(
+            # "anynet") class AnyNet`` came into the closure as a base, not as a filler of
+            # the registry, and took the RegNets registered into it as its needs, which put
+            # ``class RegNet(AnyNet)`` above its base
+            key = builder.refs.get((n, name))
+            if key is not None and key[0] == "def":
+                own.update(builder.effects.writes_of(key))
         needs = {t for t in needs if t != n and (t[0] != n[0] or t[1] < n[1])
                  and not own & fills.get(t, set())}
         if needs:
             extra[n] = needs
     return extra
+
+
+class _CallReads:
+    """What calling a statement's function or class reads, through everything it calls in
+    turn (``reach.call_run``), worked out once per statement."""
+
+    def __init__(self, builder: _ClosureBuilder,
+                 targets: dict[tuple[NodeId, str], tuple[NodeId, ...]]) -> None:
+        self.builder = builder
+        self.targets = targets
+        self.runs: dict[NodeId, tuple[set[str], set[str]]] = {}
+        self.reached: dict[NodeId, frozenset[NodeId]] = {}
+
+    def __call__(self, callee: NodeId) -> frozenset[NodeId]:
+        if callee not in self.reached:
+            out: set[NodeId] = set()
+            todo, seen = [callee], {callee}
+            while todo:
+                m = todo.pop()
+                if m not in self.runs:
+                    self.runs[m] = call_run(self.builder.modules[m[0]].stmts[m[1]].node)
+                reads, calls = self.runs[m]
+                for r in reads:
+                    out.update(self.targets.get((m, r), ()))
+                for c in calls:
+                    for t in self.targets.get((m, c), ()):
+                        if t not in seen:
+                            seen.add(t)
+                            todo.append(t)
+            self.reached[callee] = frozenset(out)
+        return self.reached[callee]
 
 
 def _class_creation_deps(builder: _ClosureBuilder, targets: dict[tuple[NodeId, str], tuple[
@@ -305,7 +322,8 @@ def _class_creation_deps(builder: _ClosureBuilder, targets: dict[tuple[NodeId, s
         return out
 
     extra: dict[NodeId, set[NodeId]] = {}
-    reads: dict[tuple[NodeId, tuple[str, ...]], set[str]] = {}
+    reads: dict[tuple[NodeId, tuple[str, ...]], set[NodeId]] = {}
+    needs_of = _CallReads(builder, targets)
     for n in builder.order:
         if n[0] in builder.objects:
             continue
@@ -319,10 +337,21 @@ def _class_creation_deps(builder: _ClosureBuilder, targets: dict[tuple[NodeId, s
             if (maker, methods) not in reads:  # a base shared by many classes: once
                 cls = classdef(maker)
                 assert cls is not None  # makers() gives class statements only
-                reads[(maker, methods)] = method_reads(cls, methods)
-            for name in reads[(maker, methods)]:
-                extra.setdefault(n, set()).update(
-                    t for t in targets.get((maker, name), ()) if t != n)
+                # what the methods read, and what the functions they call read in turn
+                # (tensordict's ``_TensorClassMeta.__new__`` calls ``_patch_tc(cls)``,
+                # which reads ``TensorDictBase``)
+                got = {t for name in method_reads(cls, methods)
+                       for t in targets.get((maker, name), ())}
+                for name in method_calls(cls, methods):
+                    for t in targets.get((maker, name), ()):
+                        got |= needs_of(t)
+                reads[(maker, methods)] = got
+            # (a need its own module binds below it upstream cannot be one: upstream made
+            # the class before that binding ran; tensordict's metaclass reads the classes
+            # the module defines below ``class TensorClass``, in what ``__new__`` calls)
+            extra.setdefault(n, set()).update(
+                t for t in reads[(maker, methods)]
+                if t != n and (t[0] != n[0] or t[1] < n[1]))
     return extra
 
 

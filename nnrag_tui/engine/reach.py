@@ -162,14 +162,53 @@ def call_run(node: ast.stmt) -> tuple[set[str], set[str]]:
         extra = {b.id for b in node.bases if isinstance(b, ast.Name)}
     else:
         return set(), set()
+    reads, calls = _run_of(bodies)
+    return reads, calls | extra
+
+
+def method_calls(cls: ast.ClassDef, methods: tuple[str, ...]) -> set[str]:
+    """What the bodies of ``cls``'s methods called one of ``methods`` call (``call_run``'s
+    calls), with the methods those reach through ``self.x`` / ``cls.x``."""
+    return _run_of([st for fn in _methods_run(cls, methods)
+                    for st in fn.body])[1]  # type: ignore[attr-defined]
+
+
+def _run_of(bodies: list[ast.AST]) -> tuple[set[str], set[str]]:
+    """(names and chains read, those called) where ``bodies`` run."""
     reads: set[str] = set()
-    calls: set[str] = set(extra)
-    for part in bodies:
-        for n in ast.walk(part):
+    calls: set[str] = set()
+    returned: set[int] = set()  # the names of ``return NAME`` statements, by node id
+    nested: list[ast.FunctionDef | ast.AsyncFunctionDef] = []
+    todo: list[ast.AST] = list(bodies)
+    while True:
+        while todo:
+            n = todo.pop()
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                # a function defined inside: what its definition evaluates runs now, its
+                # body only where it is called (below)
+                a = n.args
+                todo += [*n.decorator_list, *a.defaults,
+                         *(d for d in a.kw_defaults if d is not None)]
+                nested.append(n)
+                continue
+            if isinstance(n, ast.Return) and isinstance(n.value, ast.Name):
+                returned.add(id(n.value))
             if isinstance(n, ast.Name):
-                reads.add(n.id)
+                if id(n) not in returned:
+                    reads.add(n.id)
             elif isinstance(n, ast.Attribute) and (chain := dotted(n)) is not None:
                 reads.add(chain)  # ``schema_utils.TypeSelection``; its prefixes come too
             elif isinstance(n, ast.Call) and (callee := _callee(n)) is not None:
                 calls.add(callee)
+            todo.extend(ast.iter_child_nodes(n))
+        # a nested function runs where the body calls it or hands it on (``map(fn, xs)``),
+        # not where it only returns it: tensordict's ``@_write_back_inplace`` returns its
+        # ``wrapper``, whose body reads what the whole package defines, and taking that as
+        # read while the class body ran made the base class and its subclasses a cycle
+        ready = [f for f in nested if f.name in reads | calls]
+        if not ready:
+            break
+        nested = [f for f in nested if f not in ready]
+        for f in ready:
+            todo += f.body
     return reads, calls

@@ -135,14 +135,14 @@ class SideEffects:
                         keys.append(key)
                     if key in registries and name in ms.access(st)[1]:
                         filled.append(key)
-                    writes = [k for k in self._writes_of(key) if k in registries]
+                    writes = [k for k in self.writes_of(key) if k in registries]
                     if writes:
                         filled += writes
                         keys.append(key)
                 for key in self._calls_through_modules(entry, st, load_names):
                     # ``@pyro.settings.register("module_local_params", __name__, ...)``: the
                     # registering function reached through its module
-                    writes = [k for k in self._writes_of(key) if k in registries]
+                    writes = [k for k in self.writes_of(key) if k in registries]
                     if writes:
                         filled += writes
                         keys.append(key)
@@ -152,7 +152,7 @@ class SideEffects:
                 # block never reaches: only registrations whose other corpus names are all in
                 # the closure already can be looked up. What is stored (``constraints=[...]``,
                 # the right side of ``REG[key] = fn``) is no key and comes along instead
-                others = [k for k in keys if k not in filled and not self._writes_of(k)]
+                others = [k for k in keys if k not in filled and not self.writes_of(k)]
                 if not filled or any(k not in bound for k in others):
                     continue
                 self.b.add(entry, st.index)
@@ -231,7 +231,7 @@ class SideEffects:
                     t = self.index.resolve_dotted(entry, callee)
                     if t.kind != "def" or t.entry is None or t.attr:
                         continue
-                    for reg in self._writes_of(("def", t.entry.key, t.name)):
+                    for reg in self.writes_of(("def", t.entry.key, t.name)):
                         for user in sought.get((reg, literal), ()):
                             node = self.b.add(entry, st.index)
                             added = True
@@ -757,7 +757,7 @@ class SideEffects:
             self.r.mutators[key] = hit
         return hit
 
-    def _writes_of(self, key: BindKey) -> list[BindKey]:
+    def writes_of(self, key: BindKey) -> list[BindKey]:
         """The module-level containers a function fills when called (registration helpers)."""
         hit = self.r.writers.get(key)
         if hit is not None:
