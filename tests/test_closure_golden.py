@@ -478,6 +478,8 @@ MUST = {
     # the submodule
     ("submodule_shadowed", "Net"): ['raw_consts = types.ModuleType("cpkg.consts")',
                                     "consts = Frozen(raw_consts)"],
+    # ``eval(name)`` over names the module computes reads what the module imports
+    ("eval_names", "Net"): ["class Softish(nn.Module):", "class Smoothish(nn.Module):"],
 }
 # strings the provenance header must not contain (MUST_NOT reads the code below it)
 HEADER_MUST_NOT = {

@@ -304,6 +304,18 @@ class ModuleSource:
                 for base, subs in listed.items():
                     into = hit.lazy if base in hit.lazy else hit.load
                     into |= subs - st.binds - hit.load
+            if "eval" not in self.binders and "eval(" in self.stmt_text(st) and \
+                    evals_computed_name(st.node):
+                # ``eval(name)`` of a name the module computes (tensordict's
+                # ``{c.lower(): eval(c) for c in (*continuous.__all__, *discrete.__all__)}``,
+                # the classes its ``__init__`` imports; LAION-CLAP's ``eval(audio_cfg.
+                # model_name)``, its PANN classes): any name the module binds, ``from``
+                # imports included; not a module a plain ``import`` binds (torchquantum
+                # evaluates the numbers of a file, beside ``import torchquantum as tq``)
+                into = hit.lazy if "eval" in hit.lazy else hit.load
+                into |= {n for n, ix in self.binders.items()
+                         if not all(isinstance(self.stmts[i].node, ast.Import) for i in ix)
+                         } - st.binds - hit.load
             if self.reads_namespace(st):
                 # ``globals().get(identifier)`` (asteroid's ``norms.get("gLN")``) can return
                 # any module-level definition: the statement reads them all (what the module
@@ -327,6 +339,15 @@ def named_with_module(node: ast.stmt) -> set[str]:
                     and isinstance(a.value, str)
                     and is_dotted_name(a.value)}
     return out
+
+
+def evals_computed_name(node: ast.stmt) -> bool:
+    """Whether the statement calls ``eval`` on something other than a literal, with no
+    namespace of its own: it evaluates in the module's namespace, by a name known only as
+    it runs."""
+    return any(isinstance(sub, ast.Call) and isinstance(sub.func, ast.Name)
+               and sub.func.id == "eval" and len(sub.args) == 1 and not sub.keywords
+               and not isinstance(sub.args[0], ast.Constant) for sub in ast.walk(node))
 
 
 _GLOBALS_WRITES = frozenset({"update", "setdefault", "pop", "clear", "__setitem__",
