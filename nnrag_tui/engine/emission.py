@@ -103,8 +103,9 @@ def emission_order(builder: _ClosureBuilder) -> list[NodeId]:
             all_deps[b].add(a)
             load_deps[b].add(a)
     targets = _targets(builder)
-    for user, needs in [*_class_creation_deps(builder, targets).items(),
-                        *_call_time_deps(builder, targets).items()]:
+    calls = _CallReads(builder, targets)
+    for user, needs in [*_class_creation_deps(builder, targets, calls).items(),
+                        *_call_time_deps(builder, targets, calls).items()]:
         all_deps[user] |= needs
         load_deps[user] |= needs
     patching = {p for ps in builder.effects.patches.values() for p in ps}
@@ -201,7 +202,7 @@ def _targets(builder: _ClosureBuilder) -> dict[tuple[NodeId, str], tuple[NodeId,
 
 
 def _call_time_deps(builder: _ClosureBuilder, targets: dict[tuple[NodeId, str], tuple[
-        NodeId, ...]]) -> dict[NodeId, set[NodeId]]:
+        NodeId, ...]], needs_of: _CallReads) -> dict[NodeId, set[NodeId]]:
     """What a statement needs because of what it calls while its module executes: the
     names the called function's body reads, or a called class's ``__init__`` (and
     ``__new__``, ``__post_init__``), and so on through what those call. mmengine's
@@ -219,7 +220,6 @@ def _call_time_deps(builder: _ClosureBuilder, targets: dict[tuple[NodeId, str], 
     for registry, filling in builder.effects.fillers.items():
         for f in filling:
             fills.setdefault(f, set()).add(registry)
-    needs_of = _CallReads(builder, targets)
     extra: dict[NodeId, set[NodeId]] = {}
     for n in builder.order:
         if n[0] in builder.objects:
@@ -275,7 +275,7 @@ class _CallReads:
 
 
 def _class_creation_deps(builder: _ClosureBuilder, targets: dict[tuple[NodeId, str], tuple[
-        NodeId, ...]]) -> dict[NodeId, set[NodeId]]:
+        NodeId, ...]], needs_of: _CallReads) -> dict[NodeId, set[NodeId]]:
     """What a ``class`` statement needs while it executes beyond its own text: the names
     its metaclass's ``__new__``/``__init__``/``__prepare__`` read and those the
     ``__init_subclass__`` of its corpus bases read. brevitas' ``ExtendedInjector =
@@ -323,7 +323,6 @@ def _class_creation_deps(builder: _ClosureBuilder, targets: dict[tuple[NodeId, s
 
     extra: dict[NodeId, set[NodeId]] = {}
     reads: dict[tuple[NodeId, tuple[str, ...]], set[NodeId]] = {}
-    needs_of = _CallReads(builder, targets)
     for n in builder.order:
         if n[0] in builder.objects:
             continue
