@@ -19,6 +19,7 @@ from nnrag_tui.engine import scopes
 from nnrag_tui.engine.flow import reads_after_own_binding
 from nnrag_tui.engine.modulefiles import literals
 from nnrag_tui.engine.parse import is_dotted_name, is_main_guard
+from nnrag_tui.engine.reach import load_time_nodes
 from nnrag_tui.engine.patches import (
     attribute_store_roots,
     call_arguments,
@@ -670,38 +671,15 @@ def all_chains(node: ast.stmt, root: str) -> set[str]:
 
 
 def load_time_chains(node: ast.stmt, root: str, lazy_annotations: bool = False) -> set[str]:
-    """The chains of ``all_chains`` read while the module executes: not in the body of a
-    function or lambda, nor in an annotation under ``from __future__ import annotations``.
-    torchquantum's ``class QuantumModule`` reads ``tq.QuantumDevice`` in an argument's
-    annotation as it is made, and ``tq.op_name_dict`` only in a method: taking every chain of
-    ``tq`` as needed at load made the module's classes and its table of gates a cycle, broken
-    in an order that put 60 gate classes above their base."""
-    out: set[str] = set()
-    stack: list[ast.AST] = [node]
-    while stack:
-        n = stack.pop()
-        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-            a = n.args
-            stack += [d for d in (*a.defaults, *a.kw_defaults) if d is not None]
-            if isinstance(n, ast.Lambda):
-                continue
-            stack += n.decorator_list
-            if not lazy_annotations:
-                stack += [arg.annotation for arg in (*a.posonlyargs, *a.args, *a.kwonlyargs,
-                                                     a.vararg, a.kwarg)
-                          if arg is not None and arg.annotation is not None]
-                if n.returns is not None:
-                    stack.append(n.returns)
-            continue
-        if isinstance(n, ast.AnnAssign) and lazy_annotations:
-            stack += [x for x in (n.target, n.value) if x is not None]
-            continue
-        if isinstance(n, ast.Attribute):
-            d = _dotted(n)
-            if d and d.split(".", 1)[0] == root:
-                out.add(d)
-        stack.extend(ast.iter_child_nodes(n))
-    return out
+    """The chains of ``all_chains`` read while the module executes (``reach.load_time_nodes``):
+    not in the body of a function or lambda, nor in an annotation under ``from __future__
+    import annotations``. torchquantum's ``class QuantumModule`` reads ``tq.QuantumDevice``
+    in an argument's annotation as it is made, and ``tq.op_name_dict`` only in a method:
+    taking every chain of ``tq`` as needed at load made the module's classes and its table
+    of gates a cycle, broken in an order that put 60 gate classes above their base."""
+    return {d for n in load_time_nodes(node, not lazy_annotations)
+            if isinstance(n, ast.Attribute) and (d := _dotted(n))
+            and d.split(".", 1)[0] == root}
 
 
 def literal_calls(node: ast.AST):

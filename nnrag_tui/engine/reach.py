@@ -127,25 +127,45 @@ def load_time_calls(node: ast.stmt) -> set[str]:
     """What a module-level statement calls, by name or ``module.name`` chain
     (``MODELS = Registry("model")``, ``to_2tuple = _ntuple(2)``, ``@register_model("x")``,
     and ``@trace`` without parentheses), while its module executes: all of it but the bodies
-    of the functions and lambdas it defines."""
+    of the functions and lambdas it defines (``load_time_nodes``)."""
     out: set[str] = set()
-    todo: list[ast.AST] = [node]
-    while todo:
-        n = todo.pop()
+    for n in load_time_nodes(node):
         if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             # a decorator without parentheses is called too, with what it decorates (nni's
             # ``@trace`` on a class calls ``trace``, whose body calls ``_trace_cls``)
             out.update(c for d in n.decorator_list if not isinstance(d, ast.Call)
                        and (c := dotted(d)) is not None)
-        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-            todo += [d for d in [*n.args.defaults, *n.args.kw_defaults] if d is not None]
-            if not isinstance(n, ast.Lambda):
-                todo += n.decorator_list
-            continue
-        if isinstance(n, ast.Call) and (callee := _callee(n)) is not None:
+        elif isinstance(n, ast.Call) and (callee := _callee(n)) is not None:
             out.add(callee)
-        todo.extend(ast.iter_child_nodes(n))
     return out
+
+
+def load_time_nodes(node: ast.stmt, annotations: bool = True):
+    """The nodes of a module-level statement evaluated while its module executes: all of it
+    but the bodies of the functions and lambdas it defines (their decorators and defaults
+    are evaluated), and but its annotations where ``annotations`` is false (under ``from
+    __future__ import annotations``). A ``def`` or lambda is yielded itself, not its
+    children."""
+    todo: list[ast.AST] = [node]
+    while todo:
+        n = todo.pop()
+        yield n
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            a = n.args
+            todo += [d for d in (*a.defaults, *a.kw_defaults) if d is not None]
+            if isinstance(n, ast.Lambda):
+                continue
+            todo += n.decorator_list
+            if annotations:
+                todo += [arg.annotation for arg in (*a.posonlyargs, *a.args, *a.kwonlyargs,
+                                                    a.vararg, a.kwarg)
+                         if arg is not None and arg.annotation is not None]
+                if n.returns is not None:
+                    todo.append(n.returns)
+        elif isinstance(n, ast.AnnAssign) and not annotations:
+            todo += [x for x in (n.target, n.value) if x is not None]
+        else:
+            todo.extend(ast.iter_child_nodes(n))
 
 
 def call_run(node: ast.stmt) -> tuple[set[str], set[str]]:
