@@ -480,6 +480,10 @@ MUST = {
                                     "consts = Frozen(raw_consts)"],
     # ``eval(name)`` over names the module computes reads what the module imports
     ("eval_names", "Net"): ["class Softish(nn.Module):", "class Smoothish(nn.Module):"],
+    # ``if TYPE_CHECKING: from tpkg.device import Device`` / ``else: Device = None``: the
+    # module's ``Device`` is None as it runs, not the class the device module then patches
+    ("typing_else", "Net"): ["    Device_ops = Device\nelse:\n    Device_ops = None",
+                             "def double(dev: Device_ops,", "setattr(Device, name, op)"],
 }
 # strings the provenance header must not contain (MUST_NOT reads the code below it)
 HEADER_MUST_NOT = {

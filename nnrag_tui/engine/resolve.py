@@ -1279,8 +1279,11 @@ class _ClosureBuilder:
             nodes = self.add_binders(t.entry, t.name)
             key = ("def", t.entry.key, t.name)
             self.guarded[(node, rec.line, rec.bound)] = key
-            if rec.guard.kind == "type_checking" and rec.bound == t.name:
-                # never executed: the import and the inlined definition are one name
+            if rec.guard.kind == "type_checking" and rec.bound == t.name \
+                    and not _runs_binding(entry, rec.bound):
+                # never executed: the import and the inlined definition are one name (unless
+                # the module binds the name as it runs: torchquantum's ``else: QuantumDevice
+                # = None`` is not the class, whose name it takes in the file)
                 self.shared[("def", entry.key, rec.bound)] = key
             elif rec.guard.kind != "type_checking":
                 self.note_unsure(node, rec, t.entry, t.name, nodes)
@@ -1483,6 +1486,13 @@ class _ClosureBuilder:
             if bound is not None and bound != imp.bound:
                 self.externals[ident] = imp.with_bound(bound)
         return out
+
+
+def _runs_binding(entry: ModuleEntry, name: str) -> bool:
+    """Whether ``entry`` binds ``name`` at module level other than by an ``if TYPE_CHECKING:``
+    import (its ``else``'s ``X = None``, say)."""
+    return any(s.guard.kind != "type_checking" for s in entry.defs.get(name, ())) or any(
+        r.guard.kind != "type_checking" for r in entry.imports.get(name, ()))
 
 
 def _own_name(imp: ExternalImport) -> str | None:
