@@ -484,6 +484,11 @@ MUST = {
     # module's ``Device`` is None as it runs, not the class the device module then patches
     ("typing_else", "Net"): ["    Device_ops = Device\nelse:\n    Device_ops = None",
                              "def double(dev: Device_ops,", "setattr(Device, name, op)"],
+    # ``try: from gopkg.kernels import fused as kernels`` of a module that imports a missing
+    # package: the module and its module object both go inside the ``try``
+    ("guarded_object", "Net"): ["try:\n    import nnrag_missing_triton as triton\n",
+                                '    kernels_fused = types.ModuleType("gopkg.kernels.fused")',
+                                "    kernels = kernels_fused\nexcept (ImportError, Runtime"],
 }
 # strings the provenance header must not contain (MUST_NOT reads the code below it)
 HEADER_MUST_NOT = {

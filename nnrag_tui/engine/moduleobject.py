@@ -43,15 +43,15 @@ if TYPE_CHECKING:  # the app's tree view reads KIND without loading the resolver
 
 MODULE_OBJECT = "__nnrag_module__"  # the name the statement binds, renamed on output
 KIND = "module_object"  # its TopStmt.kind
-_SUFFIX = "#object"
+OBJECT_SUFFIX = "#object"
 
 
 def object_key(module_key: tuple[str, str]) -> tuple[str, str]:
-    return (module_key[0], module_key[1] + _SUFFIX)
+    return (module_key[0], module_key[1] + OBJECT_SUFFIX)
 
 
 def is_object_key(key: tuple[str, str]) -> bool:
-    return key[1].endswith(_SUFFIX)
+    return key[1].endswith(OBJECT_SUFFIX)
 
 
 def namespace(index, entry) -> list[str]:

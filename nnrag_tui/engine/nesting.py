@@ -44,7 +44,7 @@ import ast
 from dataclasses import dataclass
 
 from nnrag_tui.engine.closure import ALWAYS_EXTERNAL, Closure, NodeId
-from nnrag_tui.engine.moduleobject import is_object_key
+from nnrag_tui.engine.moduleobject import OBJECT_SUFFIX, is_object_key
 from nnrag_tui.engine.parse import is_type_checking
 from nnrag_tui.engine.provenance import STDLIB
 
@@ -60,6 +60,13 @@ class NestedModule:
     externals: list[str]  # identities of the external imports that go there too
     guard: str = "try"  # the statement it goes into: ``try`` or ``if``
     branch: tuple[int, int] = (0, 0)  # that statement's line, and 0 for its body, 1 for else
+    # the module object standing in for it where upstream imports the module itself
+    # (engine.moduleobject), which goes there too
+    object: tuple[str, str] | None = None
+
+    @property
+    def modules(self) -> set[tuple[str, str]]:
+        return {self.module} if self.object is None else {self.module, self.object}
 
 
 @dataclass
@@ -85,13 +92,13 @@ def nesting(closure: Closure, ext_users: dict[str, set[NodeId]],
     guarded = _guarded_modules(closure, typing)
     groups = _lazy_groups(closure, {m.module for m in guarded},
                           {i: users - typing for i, users in ext_users.items()}, typing)
-    inside = {m.module for m in guarded} | {m for g in groups for m in g.modules}
+    inside = {k for m in guarded for k in m.modules} | {m for g in groups for m in g.modules}
     movable = {i: {u[0] for u in users} for i, users in ext_users.items()
                if i in closure.externals and _may_be_missing(closure.externals[i].module)
                and not users & typing and all(u[0] in inside for u in users)}
     nests: dict[NodeId, list[NestedModule]] = {}
     for m in guarded:
-        m.externals = sorted(i for i, users in movable.items() if m.module in users)
+        m.externals = sorted(i for i, users in movable.items() if m.modules & users)
         if m.externals:
             nests.setdefault(m.site, []).append(m)
     kept = []
@@ -104,10 +111,12 @@ def nesting(closure: Closure, ext_users: dict[str, set[NodeId]],
 
 def _guarded_modules(closure: Closure, typing: frozenset[NodeId]) -> list[NestedModule]:
     """The modules upstream imports once, right in a ``try`` that catches ImportError as the
-    module runs, that no other statement reads: to emit inside that ``try``."""
+    module runs, that no other statement reads: to emit inside that ``try``. Where the import
+    binds the module itself (OLMo-core's ``try: from olmo_core.kernels import moe as kernels``),
+    the module object standing in for it goes there too, and nothing else may read it."""
     sites: dict[tuple[str, str], set[tuple[NodeId, int]]] = {}
     for (user, line, _bound), key in closure.guarded_imports.items():
-        if key and key[0] == "def" and key[1] != user[0] and not is_object_key(key[1]):
+        if key and key[0] == "def" and key[1] != user[0]:
             sites.setdefault(key[1], set()).add((user, line))
     if not sites:
         return []
@@ -120,15 +129,18 @@ def _guarded_modules(closure: Closure, typing: frozenset[NodeId]) -> list[Nested
                 readers.setdefault(n[0], set()).add(d.user)
     position = {n: i for i, n in enumerate(closure.nodes)}
     found: dict[tuple[str, str], NestedModule] = {}
-    for module, where in sorted(sites.items()):
-        if len(where) != 1 or module == (closure.block.source, closure.block.module):
+    for key, where in sorted(sites.items()):
+        obj = key if is_object_key(key) else None
+        module = key if obj is None else (key[0], key[1].removesuffix(OBJECT_SUFFIX))
+        if len(where) != 1 or module == (closure.block.source, closure.block.module) or \
+                obj is not None and (module in sites or module not in closure.modules):
             continue
         ((site, line),) = where
         guard = _guard(closure, site, line)
-        nodes = [n for n in closure.nodes if n[0] == module and n not in typing]
+        nodes = [n for n in closure.nodes if n[0] in (module, obj) and n not in typing]
         if guard is None or not nodes or any(position[n] > position[site] for n in nodes):
             continue  # (what they need then comes after the guard too)
-        found[module] = NestedModule(site, line, module, nodes, [], *guard)
+        found[module] = NestedModule(site, line, module, nodes, [], *guard, object=obj)
     # read by nothing else than its import, or by modules imported further down the same
     # branch of the same statement (NeMo's ``try: from .graph_transducer import GraphRnntLoss;
     # from .w_transducer import GraphWTransducerLoss``, whose module imports the first)
@@ -136,7 +148,9 @@ def _guarded_modules(closure: Closure, typing: frozenset[NodeId]) -> list[Nested
     while changed:
         changed = False
         for module, m in sorted(found.items()):
-            for r in readers.get(module, set()) - {m.site}:
+            for r in {r for k in m.modules for r in readers.get(k, ())} - {m.site}:
+                if r[0] == m.object:
+                    continue  # (the module object holds what the module binds)
                 later = found.get(r[0])
                 if later is None or (later.site, later.branch) != (m.site, m.branch) or \
                         later.line <= m.line:
