@@ -489,9 +489,13 @@ MUST = {
     ("guarded_object", "Net"): ["try:\n    import nnrag_missing_triton as triton\n",
                                 '    kernels_fused = types.ModuleType("gopkg.kernels.fused")',
                                 "    kernels = kernels_fused\nexcept (ImportError, Runtime"],
+    # ``logging.TRACE = 5`` sets what ``log_levels`` reads from the standard library's module
+    ("module_patch", "Net"): ["\nlogging.TRACE = 5", "\nmath.HALF_TAU = math.pi"],
 }
 # strings the provenance header must not contain (MUST_NOT reads the code below it)
 HEADER_MUST_NOT = {
+    # a patch of an external module that nothing here reads configures the process only
+    ("module_patch", "Net"): ["cudnn.benchmark", "addLevelName"],
     ("computed_all", "Net"): ["cp.Flip()", "cp.Shift(", "import types", "class Swap"],
     ("patch_order", "Net"): ["circular"],
     ("lazy_annotations", "Net"): ["circular"],

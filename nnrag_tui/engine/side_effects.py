@@ -19,7 +19,7 @@ import ast
 from typing import TYPE_CHECKING
 
 from nnrag_tui.engine.bindings import ModuleEntry
-from nnrag_tui.engine.closure import BindKey, Dependency, NodeId
+from nnrag_tui.engine.closure import BindKey, Dependency, ExternalImport, NodeId
 from nnrag_tui.engine.config_keys import registrations, split_scope, type_keys
 from nnrag_tui.engine.import_locations import call_of, handed_lists
 from nnrag_tui.engine.imported_along import imported_along
@@ -662,6 +662,7 @@ class SideEffects:
         bound = set(self.b.bind_order)
         added = False
         read: dict[BindKey, bool] = {}
+        ext_reads: dict[str, set[tuple[NodeId, str]]] = {}  # filled on first need
         for mkey in list(self.b.modules):
             entry, ms = self.b.entries[mkey], self.b.modules[mkey]
             for st in ms.stmts:
@@ -672,7 +673,7 @@ class SideEffects:
                 changed: set[BindKey] = set()
                 for name in roots or ():
                     key = self.r.binding_key(entry, ms, name) or \
-                        self._external_object(entry, name)
+                        self._external_object(entry, name, st.node, ext_reads)
                     if key is not None:
                         changed.add(key)
                 for name in in_place or ():
@@ -703,19 +704,50 @@ class SideEffects:
                     self.patches.setdefault(key, []).append(node)
         return added
 
-    def _external_object(self, entry: ModuleEntry, name: str) -> BindKey | None:
+    def _external_object(self, entry: ModuleEntry, name: str, node: ast.stmt,
+                         ext_reads: dict[str, set[tuple[NodeId, str]]]) -> BindKey | None:
         """The binding of ``name`` in ``entry`` when it is an object imported from outside the
         corpus: fastai's ``defaults.activation = nn.ReLU`` (layers.py) sets what
-        ``act_cls=defaults.activation`` reads from fastcore's ``defaults``. None for an
-        imported module: ``torch.backends.cudnn.benchmark = True`` configures the process,
-        not the block. (Called where ``binding_key`` found no definition of ``name``.)"""
+        ``act_cls=defaults.activation`` reads from fastcore's ``defaults``. For an imported
+        module, only where the closure reads what the statement ``node`` sets: Neural
+        Compressor's ``logging.TRACE = 5``, read by ``log_levels = {"0": logging.TRACE, ...}``;
+        ``torch.backends.cudnn.benchmark = True`` configures the process, not the block.
+        (Called where ``binding_key`` found no definition of ``name``.)"""
         recs = entry.imports.get(name)
         if recs and recs[0].name is None:
-            return None
+            return self._read_module_patch(entry, name, node, ext_reads)
         t = self.index.lookup(entry, name)
         if t.kind != "external" or t.how not in ("import", "heuristic") or "." not in t.name:
             return None
         return ("ext", t.name)
+
+    def _read_module_patch(self, entry: ModuleEntry, name: str, node: ast.stmt,
+                           ext_reads: dict[str, set[tuple[NodeId, str]]]) -> BindKey | None:
+        """``("ext", module)`` where the assignment ``node`` sets attributes of the external
+        module ``name`` binds in ``entry`` and a statement of the closure reads one of them
+        through an import of that module; else None."""
+        t = self.index.lookup(entry, name)
+        if t.kind != "external" or t.how != "import":
+            return None
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]  # type: ignore
+        patched = {d for tg in targets if isinstance(tg, ast.Attribute)
+                   and (d := dotted(tg)) and d.split(".", 1)[0] == name}
+        if not patched:
+            return None
+        if not ext_reads:
+            for (user, used), key in self.b.refs.items():
+                if key[0] == "ext":
+                    ext_reads.setdefault(key[1], set()).add((user, used))
+        rec = entry.imports[name][0]
+        ident = ExternalImport(rec.module, None, rec.asname).identity
+        for user, used in ext_reads.get(ident, ()):
+            st = self.b.modules[user[0]].stmts[user[1]]
+            if st.node is node:
+                continue
+            if any(c == p or c.startswith(p + ".") for c in self.b.modules[user[0]].chains(
+                    st, used) for p in {used + d[len(name):] for d in patched}):
+                return ("ext", ident)
+        return None
 
     def _read_beyond_decorators(self, key: BindKey) -> bool:
         """Whether a statement of the closure, other than one that changes it, reads the
