@@ -491,6 +491,10 @@ MUST = {
                                 "    kernels = kernels_fused\nexcept (ImportError, Runtime"],
     # ``logging.TRACE = 5`` sets what ``log_levels`` reads from the standard library's module
     ("module_patch", "Net"): ["\nlogging.TRACE = 5", "\nmath.HALF_TAU = math.pi"],
+    # ``exec(source, globals())`` as the module runs sees what is bound above it only: the
+    # statement keeps its place, above the patch that reads what it binds
+    ("exec_globals", "Net"): ['    exec("def fast_scale(x):\\n    return x * SCALE\\n", globals())'
+                              "\n\nmath.fast_scale = fast_scale\n\n\ndef scaled(x):"],
 }
 # strings the provenance header must not contain (MUST_NOT reads the code below it)
 HEADER_MUST_NOT = {

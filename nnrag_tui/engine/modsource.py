@@ -316,14 +316,18 @@ class ModuleSource:
                 into = hit.lazy if "eval" in hit.lazy else hit.load
                 into |= {n for n, ix in self.binders.items()
                          if not all(isinstance(self.stmts[i].node, ast.Import) for i in ix)
-                         } - st.binds - hit.load
+                         and (into is hit.lazy or min(ix) < st.index)} - st.binds - hit.load
             if self.reads_namespace(st):
                 # ``globals().get(identifier)`` (asteroid's ``norms.get("gLN")``) can return
                 # any module-level definition: the statement reads them all (what the module
-                # only imports is left to the names that read it)
+                # only imports is left to the names that read it). As the module runs, only
+                # those bound above it: unsloth's ``exec(source, globals())`` at line 4956,
+                # taken to read the whole module, made a cycle with a patch below that reads
+                # what the ``exec`` binds, which went out above it
                 into = hit.lazy if "globals" in hit.lazy else hit.load
                 into |= {n for n, ix in self.binders.items()
-                         if any(self.stmts[i].kind != "import" for i in ix)} - st.binds - hit.load
+                         if any(self.stmts[i].kind != "import" for i in ix)
+                         and (into is hit.lazy or min(ix) < st.index)} - st.binds - hit.load
         return hit
 
 

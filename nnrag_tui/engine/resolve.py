@@ -688,14 +688,21 @@ class _ClosureBuilder:
         """Statements that look names up in ``globals()`` read every definition of their module,
         which is why all of them are inlined; said in the header, once per module."""
         lines: dict[str, list[str]] = {}
+        later: dict[str, bool] = {}  # whether one of them looks up as its functions run
         for key, i in sorted(nodes, key=lambda n: (self.entries[n[0]].facts.relpath, n[1])):
-            st = self.modules[key].stmts[i]
-            if self.modules[key].reads_namespace(st):
-                lines.setdefault(self.entries[key].facts.relpath, []).append(str(st.line))
+            ms = self.modules[key]
+            st = ms.stmts[i]
+            if ms.reads_namespace(st):
+                path = self.entries[key].facts.relpath
+                lines.setdefault(path, []).append(str(st.line))
+                later[path] = later.get(path, False) or "globals" in ms.uses(st).lazy
         for path, at in lines.items():
+            which = "every definition of that module" if later[path] else (
+                "every definition of that module above the last of them (they look as the "
+                "module runs)")
             self.notes.append(
                 f"{path} looks names up in globals() (line{'s' if len(at) > 1 else ''} "
-                f"{', '.join(at)}), so every definition of that module is inlined; globals() is "
+                f"{', '.join(at)}), so {which} is inlined; globals() is "
                 "this file's here, where a renamed definition has its new name")
 
     def note_subclass_readers(self, nodes: list[NodeId]) -> None:
