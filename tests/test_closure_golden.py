@@ -493,6 +493,9 @@ MUST = {
     ("module_patch", "Net"): ["\nlogging.TRACE = 5", "\nmath.HALF_TAU = math.pi"],
     # ``exec(source, globals())`` as the module runs sees what is bound above it only: the
     # statement keeps its place, above the patch that reads what it binds
+    # a cycle with a patch in it goes in upstream's order, not the patch first
+    ("cycle_patch", "Net"): ["try:\n    SIZE = DEFAULT_SIZE  # noqa: F821\nexcept NameError:\n"
+                             "    SIZE = 8\n\nmath.nnrag_size = SIZE\n\nDEFAULT_SIZE = "],
     ("exec_globals", "Net"): ['    exec("def fast_scale(x):\\n    return x * SCALE\\n", globals())'
                               "\n\nmath.fast_scale = fast_scale\n\n\ndef scaled(x):"],
 }

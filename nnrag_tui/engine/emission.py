@@ -137,7 +137,7 @@ def emission_order(builder: _ClosureBuilder) -> list[NodeId]:
                                   for n in sorted(ready, key=key))
                 builder.notes.append(
                     f"circular load-time dependency among {where}; upstream order kept")
-            pick = min(ready, key=first)
+            pick = min(ready, key=key)
         emitted.append(pick)
         remaining.discard(pick)
         every.gone(pick)
