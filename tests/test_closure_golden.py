@@ -493,6 +493,8 @@ MUST = {
     ("module_patch", "Net"): ["\nlogging.TRACE = 5", "\nmath.HALF_TAU = math.pi"],
     # ``exec(source, globals())`` as the module runs sees what is bound above it only: the
     # statement keeps its place, above the patch that reads what it binds
+    # ``from model.utils import get_norm`` where the package put its folder on sys.path
+    ("sys_path", "Net"): ["def get_norm(kind, width):", 'self.norm = get_norm("layer", width)'],
     # a cycle with a patch in it goes in upstream's order, not the patch first
     ("cycle_patch", "Net"): ["try:\n    SIZE = DEFAULT_SIZE  # noqa: F821\nexcept NameError:\n"
                              "    SIZE = 8\n\nmath.nnrag_size = SIZE\n\nDEFAULT_SIZE = "],
@@ -501,6 +503,7 @@ MUST = {
 }
 # strings the provenance header must not contain (MUST_NOT reads the code below it)
 HEADER_MUST_NOT = {
+    ("sys_path", "Net"): ["from model", "import model", "sys.path"],
     # a patch of an external module that nothing here reads configures the process only
     ("module_patch", "Net"): ["cudnn.benchmark", "addLevelName"],
     ("computed_all", "Net"): ["cp.Flip()", "cp.Shift(", "import types", "class Swap"],

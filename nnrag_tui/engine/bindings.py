@@ -132,8 +132,50 @@ class ModuleIndex:
                 out.append(e)
         return out
 
+    @functools.cached_property
+    def _path_roots(self) -> dict[str, list[str]]:
+        """Source -> the packages whose folders its modules put on ``sys.path`` (engine.
+        syspath), as dotted prefixes of its module names."""
+        inserted: dict[str, list[str]] = {}
+        for e in self.entries.values():
+            for folder in e.facts.path_inserts:
+                if folder not in inserted.setdefault(e.source, []):
+                    inserted[e.source].append(folder)
+        out: dict[str, list[str]] = {}
+        for source, folders in inserted.items():
+            for folder in folders:
+                prefix = self._folder_package(source, folder)
+                if prefix and prefix not in out.setdefault(source, []):
+                    out[source].append(prefix)
+        return out
+
+    def _folder_package(self, source: str, folder: str) -> str | None:
+        """The dotted name the modules in ``folder`` (relative to the source's root) have
+        above their own: ``pkg.sub`` for ``pkg/sub/x.py`` named ``pkg.sub.x``; None where
+        no module of the source is in it, or its modules' names start there already."""
+        head = "" if folder == "." else folder + "/"
+        for e in self.entries.values():
+            if e.source != source or not e.facts.relpath.startswith(head):
+                continue
+            rest = e.facts.relpath[len(head):].removesuffix(".py").replace("/", ".")
+            rest = rest.removesuffix(".__init__").removesuffix("__init__")
+            if not rest:
+                continue  # (the folder's own ``__init__``)
+            if e.module == rest:
+                return None
+            if e.module.endswith("." + rest):
+                return e.module[: -len(rest) - 1]
+        return None
+
     def find_module(self, module: str, from_source: str | None) -> ModuleEntry | None:
         cands = self.by_module.get(module)
+        if not cands and from_source is not None:
+            # a module found under a folder its source puts on ``sys.path`` (torchxrayvision's
+            # ``from model.utils import get_norm``)
+            for prefix in self._path_roots.get(from_source, ()):
+                for e in self.by_module.get(f"{prefix}.{module}", ()):
+                    if e.source == from_source:
+                        return e
         if not cands:
             return None
         if from_source is not None:
@@ -282,7 +324,7 @@ class ModuleIndex:
     def module_target(self, module: str, from_source: str | None, how: str) -> Target:
         e = self.find_module(module, from_source)
         if e is not None:
-            return Target("module", module, e, how=how)
+            return Target("module", e.module, e, how=how)
         # A package whose __init__ is not indexed but whose submodules are.
         if module in self.packages:
             return Target("module", module, None, how=how)

@@ -97,6 +97,9 @@ class ModuleFacts:
     # lines of module-level statements that bind names no statement spells out
     # (``locals()[name] = cls``, ``globals().update(...)``: engine.namespace)
     namespace_writes: tuple[int, ...] = ()
+    # folders the module puts on ``sys.path`` as it runs, relative to the source's root like
+    # ``relpath`` (engine.syspath)
+    path_inserts: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:

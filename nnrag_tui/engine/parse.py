@@ -18,6 +18,7 @@ import warnings
 
 from nnrag_tui.engine.facts import NO_GUARD, Guard, ImportRecord, ModuleFacts, Symbol
 from nnrag_tui.engine.namespace import namespace_writes
+from nnrag_tui.engine.syspath import sys_path_folders
 
 MAX_CALLS = 256
 # Not preceded by ``def `` / ``class ``: a definition is not a call.
@@ -122,6 +123,7 @@ def parse_bytes(data: bytes, relpath: str, sha1: str | None = None) -> ModuleFac
         all_names=gatherer.exported(),
         lines=data.count(b"\n") + (0 if data.endswith(b"\n") or not data else 1),
         namespace_writes=namespace_writes(tree.body),
+        path_inserts=sys_path_folders(tree.body, relpath) if b"sys.path" in data else (),
     )
 
 

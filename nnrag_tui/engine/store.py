@@ -16,9 +16,9 @@ from typing import Iterable, Iterator
 from nnrag_tui.engine.errors import StoreError
 from nnrag_tui.engine.facts import Block, Guard, ImportRecord, ModuleFacts, Symbol
 
-SCHEMA_VERSION = 11  # 7: files.namespace_writes; 8: symbols.alias; 9: no script-only
+SCHEMA_VERSION = 12  # 7: files.namespace_writes; 8: symbols.alias; 9: no script-only
 # symbols; 10: an ``if TYPE_CHECKING:`` under a ``try``/``if`` guards as type_checking;
-# 11: a computed ``__all__`` leaves all_names unknown
+# 11: a computed ``__all__`` leaves all_names unknown; 12: files.path_inserts
 BUSY_TIMEOUT_MS = 60_000
 
 SCHEMA = """
@@ -49,6 +49,7 @@ CREATE TABLE files (
     all_names TEXT,
     error TEXT,
     namespace_writes TEXT NOT NULL DEFAULT '[]',
+    path_inserts TEXT NOT NULL DEFAULT '[]',
     UNIQUE (source_id, relpath)
 );
 CREATE INDEX files_module ON files(module);
@@ -216,11 +217,12 @@ class FileIndexStore:
                    (source_id, facts.relpath))
         cur = db.execute(
             "INSERT INTO files(source_id, relpath, module, is_package, sha1, size, mtime_ns,"
-            " lines, all_names, error, namespace_writes) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+            " lines, all_names, error, namespace_writes, path_inserts)"
+            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
             (source_id, facts.relpath, facts.module, int(facts.is_package), facts.sha1,
              facts.size, mtime_ns, facts.lines,
              _j(list(facts.all_names)) if facts.all_names is not None else None, facts.error,
-             _j(list(facts.namespace_writes))))
+             _j(list(facts.namespace_writes)), _j(list(facts.path_inserts))))
         fid = int(cur.lastrowid)
         db.executemany(
             "INSERT INTO symbols(file_id, name, qualname, kind, line, end_line, col, end_col,"
@@ -294,7 +296,7 @@ class FileIndexStore:
         out = []
         for r in self.db.execute(
             "SELECT s.name, s.priority, f.id, f.relpath, f.module, f.is_package, f.sha1, f.size,"
-            " f.lines, f.all_names, f.error, f.namespace_writes FROM files f"
+            " f.lines, f.all_names, f.error, f.namespace_writes, f.path_inserts FROM files f"
             " JOIN sources s ON s.id=f.source_id"
             " ORDER BY s.priority, s.name, f.relpath"
         ):
@@ -302,7 +304,7 @@ class FileIndexStore:
             out.append((r[0], r[1], fid, ModuleFacts(
                 r[3], r[4], bool(r[5]), r[6], r[7], tuple(syms.pop(fid, ())),
                 tuple(imps.pop(fid, ())), tuple(json.loads(r[9])) if r[9] else None, r[10],
-                r[8], tuple(json.loads(r[11])))))
+                r[8], tuple(json.loads(r[11])), tuple(json.loads(r[12])))))
         return out
 
     def source_roots(self) -> dict[str, dict]:
