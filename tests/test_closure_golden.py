@@ -495,6 +495,11 @@ MUST = {
     # statement keeps its place, above the patch that reads what it binds
     # ``from model.utils import get_norm`` where the package put its folder on sys.path
     ("sys_path", "Net"): ["def get_norm(kind, width):", 'self.norm = get_norm("layer", width)'],
+    # a registry held by a class, filled through its instance's classmethod that a function
+    # wraps: the registering decorators come along with the registry's reader
+    ("instance_registry", "Net"): ['@register_accelerator(name="cpu", priority=10)\nclass ',
+                                   '@register_accelerator(name="cuda", priority=100)\nclass ',
+                                   '@accelerator_registry.register_accelerator_impl(name="xpu", '],
     # a cycle with a patch in it goes in upstream's order, not the patch first
     ("cycle_patch", "Net"): ["try:\n    SIZE = DEFAULT_SIZE  # noqa: F821\nexcept NameError:\n"
                              "    SIZE = 8\n\nmath.nnrag_size = SIZE\n\nDEFAULT_SIZE = "],

@@ -10,6 +10,7 @@ enclose their methods, comprehensions, walrus, global/nonlocal, ...) is Python's
 from __future__ import annotations
 
 import ast
+import functools
 import re
 import symtable
 from dataclasses import dataclass, field
@@ -787,6 +788,19 @@ def holds_container(node: ast.stmt) -> bool:
     if isinstance(node, ast.ClassDef):
         return any(is_container_binding(st) for st in node.body)
     return is_container_binding(node)
+
+
+@functools.lru_cache(maxsize=4096)
+def filling_methods(cls: ast.ClassDef) -> frozenset[str]:
+    """The methods of a class that store into it (``cls.table[k] = v``, ``self.table.update(
+    ...)``, ``Cls.table.setdefault(...)``), in their own body or a function nested there (the
+    decorator a ``register`` classmethod returns)."""
+    out = set()
+    for st in cls.body:
+        if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef)) and \
+                container_access(st)[1] & {"cls", "self", cls.name}:
+            out.add(st.name)
+    return frozenset(out)
 
 
 def registered_values(node: ast.stmt) -> frozenset[str]:

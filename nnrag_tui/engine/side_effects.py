@@ -26,6 +26,7 @@ from nnrag_tui.engine.imported_along import imported_along
 from nnrag_tui.engine.modsource import (
     ModuleSource,
     TopStmt,
+    filling_methods,
     holds_container,
     named_with_module,
     registered_values,
@@ -63,6 +64,8 @@ class SideEffects:
         self.index = builder.index
         self._registry_keys: set[BindKey] = set()
         self._not_registry: set[BindKey] = set()
+        # statement -> the names whose registry its calls fill through a method of their class
+        self._fill_calls: dict[NodeId, frozenset[str]] = {}
         # (registry, string key) that a statement looks up, already searched for
         self._keys_sought: set[tuple[BindKey, str]] = set()
         self._ops_scanned = 0  # how much of the builder's ``order`` add_op_registrations read
@@ -133,7 +136,8 @@ class SideEffects:
                         continue  # (a loop's own variable: ``for _w in ...: WORDS[_w] = 1``)
                     if name not in values:
                         keys.append(key)
-                    if key in registries and name in ms.access(st)[1]:
+                    if key in registries and (name in ms.access(st)[1] or name in
+                                              self._statement_fills(entry, ms, st)):
                         filled.append(key)
                     writes = [k for k in self.writes_of(key) if k in registries]
                     if writes:
@@ -764,7 +768,68 @@ class SideEffects:
         entry, ms = self.b.entries.get(key[1]), self.b.modules.get(key[1])
         return entry is not None and ms is not None and any(
             holds_container(ms.stmts[i].node) or self._dict_instance(entry, ms, ms.stmts[i].node)
+            or self._registry_instance(entry, ms, ms.stmts[i].node)
             for i in self.b.binders(entry, key[2]))
+
+    def _registry_instance(self, entry: ModuleEntry, ms: ModuleSource, node: ast.stmt) -> bool:
+        """``NAME = Registry()`` where ``Registry`` is a corpus class that keeps a container as
+        a class attribute and has a method filling it (Neural Compressor's
+        ``accelerator_registry = AcceleratorRegistry()``, whose ``register_accelerator_impl``
+        returns a decorator storing into ``cls.registered_accelerators``)."""
+        value = node.value if isinstance(node, (ast.Assign, ast.AnnAssign)) else None
+        if not isinstance(value, ast.Call) or not isinstance(value.func, ast.Name):
+            return False
+        return any(isinstance(cls, ast.ClassDef) and holds_container(cls)
+                   and filling_methods(cls) for cls in self.bound_by(entry, ms, value.func.id))
+
+    def _class_of(self, entry: ModuleEntry, ms: ModuleSource, name: str) -> ast.ClassDef | None:
+        """The corpus class ``name`` stands for in ``entry``, or whose instance it is
+        (``NAME = Cls(...)`` in its module); None for anything else."""
+        key = self.r.binding_key(entry, ms, name)
+        home = self.index.entries.get(key[1]) if key is not None else None
+        if home is None:
+            return None
+        hms = self.r.module_source(home)
+        for node in self.bound_by(entry, ms, name):
+            if isinstance(node, ast.ClassDef):
+                return node
+            value = node.value if isinstance(node, (ast.Assign, ast.AnnAssign)) else None
+            if isinstance(value, ast.Call) and isinstance(value.func, ast.Name):
+                for cls in self.bound_by(home, hms, value.func.id):
+                    if isinstance(cls, ast.ClassDef):
+                        return cls
+        return None
+
+    def _statement_fills(self, entry: ModuleEntry, ms: ModuleSource, st: TopStmt
+                         ) -> frozenset[str]:
+        """``_filling_calls`` of a module-level statement, worked out once."""
+        key = (entry.key, st.index)
+        hit = self._fill_calls.get(key)
+        if hit is None:
+            hit = self._fill_calls[key] = frozenset(
+                self._filling_calls(entry, ms, st.node) if "(" in ms.stmt_text(st) else ())
+        return hit
+
+    def _filling_calls(self, entry: ModuleEntry, ms: ModuleSource, node: ast.AST) -> set[str]:
+        """The names whose registry a call in ``node`` fills through a method of their class
+        (``accelerator_registry.register_accelerator_impl(name=name)``); for a ``def`` or
+        ``class``, in its decorators only."""
+        exprs = node.decorator_list if isinstance(
+            node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) else [node]
+        out: set[str] = set()
+        for expr in exprs:
+            for call in ast.walk(expr):
+                if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)
+                        and isinstance(call.func.value, ast.Name)):
+                    continue
+                name = call.func.value.id
+                if name in out:
+                    continue
+                cls = self._class_of(entry, ms, name)
+                if cls is not None and holds_container(cls) and \
+                        call.func.attr in filling_methods(cls):
+                    out.add(name)
+        return out
 
     def _dict_instance(self, entry: ModuleEntry, ms: ModuleSource, node: ast.stmt) -> bool:
         """``NAME = Registry()`` where ``Registry`` is a corpus class deriving from a dict
@@ -804,7 +869,11 @@ class SideEffects:
                 if st.kind != "function":
                     continue
                 uses = ms.uses(st)
-                for name in sorted(ms.access(st)[1] & (uses.lazy | uses.load)):
+                filled = ms.access(st)[1]
+                if "(" in ms.stmt_text(st):
+                    filled = filled | self._filling_calls(entry, ms, ast.Module(
+                        body=list(st.node.body), type_ignores=[]))  # type: ignore[attr-defined]
+                for name in sorted(filled & (uses.lazy | uses.load)):
                     k = self.r.binding_key(entry, ms, name)
                     if k is not None and k not in out:
                         out.append(k)
