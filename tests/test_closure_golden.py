@@ -677,20 +677,31 @@ def load_file(path: Path, modname: str):
     return mod
 
 
+_UPSTREAM_ROOTS: set[str] = set()  # the fixture checkouts upstream modules came from
+
+
 def import_upstream(repo: Path, module: str):
     """The upstream module, imported from the fixture checkout; removed again afterwards by
-    ``forget_upstream``."""
+    ``forget_upstream``. ``sys.path`` is as before, also where the package adds to it (the
+    ``sys_path`` case puts its own folder there, and its modules import as ``model``)."""
+    before = list(sys.path)
+    _UPSTREAM_ROOTS.add(str(repo))
     sys.path.insert(0, str(repo))
     try:
         importlib.invalidate_caches()
         return importlib.import_module(module)
     finally:
-        sys.path.remove(str(repo))
+        sys.path[:] = before
 
 
 def forget_upstream(top: str) -> None:
-    for name in [m for m in sys.modules if m == top or m.startswith(top + ".")]:
-        del sys.modules[name]
+    """Drops the upstream package's modules, and any other module imported from a fixture
+    checkout (``model.utils`` of the ``sys_path`` case)."""
+    for name, mod in list(sys.modules.items()):
+        where = getattr(mod, "__file__", None) or ""
+        if name == top or name.startswith(top + ".") or any(
+                where.startswith(root + os.sep) for root in _UPSTREAM_ROOTS):
+            del sys.modules[name]
 
 
 def same(a, b) -> bool:
