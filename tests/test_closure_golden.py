@@ -488,7 +488,9 @@ MUST = {
     # package: the module and its module object both go inside the ``try``
     ("guarded_object", "Net"): ["try:\n    import nnrag_missing_triton as triton\n",
                                 '    kernels_fused = types.ModuleType("gopkg.kernels.fused")',
-                                "    kernels = kernels_fused\nexcept (ImportError, Runtime"],
+                                "    kernels = kernels_fused\nexcept (ImportError, Runtime",
+                                # read also by what only ``if TYPE_CHECKING:`` leads to
+                                "if TYPE_CHECKING:\n    import nnrag_missing_triton as triton\n"],
     # ``logging.TRACE = 5`` sets what ``log_levels`` reads from the standard library's module
     ("module_patch", "Net"): ["\nlogging.TRACE = 5", "\nmath.HALF_TAU = math.pi"],
     # ``exec(source, globals())`` as the module runs sees what is bound above it only: the

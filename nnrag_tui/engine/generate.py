@@ -19,7 +19,13 @@ from nnrag_tui.engine.deferred import DeferredRun, deferred_runs
 from nnrag_tui.engine.import_locations import emptied as emptied_lists
 from nnrag_tui.engine.modsource import ModuleSource
 from nnrag_tui.engine.moduleobject import is_object_key
-from nnrag_tui.engine.nesting import LazyGroup, NestedModule, external_users, nesting
+from nnrag_tui.engine.nesting import (
+    LazyGroup,
+    NestedModule,
+    external_users,
+    nesting,
+    typing_reads,
+)
 from nnrag_tui.engine.provenance import repo_path
 from nnrag_tui.engine.registry_scope import pinned as pin_scope
 from nnrag_tui.engine.rewrite import ImportEdits, indented, rewrite_statement
@@ -90,6 +96,9 @@ def generate(closure: Closure, sources: dict[str, dict]) -> GeneratedBlock:
     users = external_users(closure)
     typing = typing_group(closure, users) if closure.typing_only else None
     nests, groups = nesting(closure, users, frozenset(typing.nodes if typing else ()))
+    if typing is not None:
+        typing.externals = sorted({*typing.externals, *typing_reads(
+            nests, groups, users, frozenset(typing.nodes))})
     runs, tried = deferred_runs(closure, {*nests, *(n for found in nests.values() for m in found
                                                     for n in m.nodes),
                                           *(n for g in groups for n in g.nodes),

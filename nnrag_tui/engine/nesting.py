@@ -87,15 +87,19 @@ def nesting(closure: Closure, ext_users: dict[str, set[NodeId]],
     and the groups of modules to emit in a ``try`` of their own (see the module's docstring).
     An import that may fail goes into each of them that makes it (two kernel modules may both
     ``import triton``), and stays at the top where any other statement reads it. The statements
-    ``typing`` (engine.typing_only), which never run, are none of theirs, and an import one of
-    them reads stays at the top too, above them. ``ext_users``: ``external_users(closure)``."""
+    ``typing`` (engine.typing_only), which never run, are none of theirs; an import they read
+    too goes into their ``if TYPE_CHECKING:`` as well (``typing_reads``).
+    ``ext_users``: ``external_users(closure)``."""
     guarded = _guarded_modules(closure, typing)
     groups = _lazy_groups(closure, {m.module for m in guarded},
                           {i: users - typing for i, users in ext_users.items()}, typing)
     inside = {k for m in guarded for k in m.modules} | {m for g in groups for m in g.modules}
-    movable = {i: {u[0] for u in users} for i, users in ext_users.items()
+    # (what the ``typing`` statements read too goes inside their ``if TYPE_CHECKING:`` as
+    # well: OLMo-core's Triton kernels, imported in a ``try``, beside modules only ``if
+    # TYPE_CHECKING:`` imports lead to that ``import triton`` too)
+    movable = {i: {u[0] for u in users - typing} for i, users in ext_users.items()
                if i in closure.externals and _may_be_missing(closure.externals[i].module)
-               and not users & typing and all(u[0] in inside for u in users)}
+               and users - typing and all(u[0] in inside for u in users - typing)}
     nests: dict[NodeId, list[NestedModule]] = {}
     for m in guarded:
         m.externals = sorted(i for i, users in movable.items() if m.modules & users)
@@ -284,3 +288,12 @@ def _catches(expr: ast.expr | None) -> bool:
         return any(_catches(e) for e in expr.elts)
     name = expr.attr if isinstance(expr, ast.Attribute) else getattr(expr, "id", None)
     return name in _CATCHES_IMPORT_ERROR
+
+
+def typing_reads(nests: dict[NodeId, list[NestedModule]], groups: list[LazyGroup],
+                 ext_users: dict[str, set[NodeId]], typing: frozenset[NodeId]) -> list[str]:
+    """The imports that go inside the nested modules or groups and that the ``typing``
+    statements read too: the ``if TYPE_CHECKING:`` holding those makes them as well."""
+    moved = {i for found in nests.values() for m in found for i in m.externals} | {
+        i for g in groups for i in g.externals}
+    return sorted(i for i in moved if ext_users.get(i, set()) & typing)
