@@ -776,11 +776,16 @@ class SideEffects:
         a class attribute and has a method filling it (Neural Compressor's
         ``accelerator_registry = AcceleratorRegistry()``, whose ``register_accelerator_impl``
         returns a decorator storing into ``cls.registered_accelerators``)."""
+        return any(holds_container(cls) and filling_methods(cls)
+                   for cls in self._instance_of(entry, ms, node))
+
+    def _instance_of(self, entry: ModuleEntry, ms: ModuleSource, node: ast.stmt
+                     ) -> list[ast.ClassDef]:
+        """The corpus class of ``NAME = Cls(...)``, a statement of ``entry``'s module."""
         value = node.value if isinstance(node, (ast.Assign, ast.AnnAssign)) else None
         if not isinstance(value, ast.Call) or not isinstance(value.func, ast.Name):
-            return False
-        return any(isinstance(cls, ast.ClassDef) and holds_container(cls)
-                   and filling_methods(cls) for cls in self.bound_by(entry, ms, value.func.id))
+            return []
+        return [c for c in self.bound_by(entry, ms, value.func.id) if isinstance(c, ast.ClassDef)]
 
     def _class_of(self, entry: ModuleEntry, ms: ModuleSource, name: str) -> ast.ClassDef | None:
         """The corpus class ``name`` stands for in ``entry``, or whose instance it is
@@ -793,11 +798,9 @@ class SideEffects:
         for node in self.bound_by(entry, ms, name):
             if isinstance(node, ast.ClassDef):
                 return node
-            value = node.value if isinstance(node, (ast.Assign, ast.AnnAssign)) else None
-            if isinstance(value, ast.Call) and isinstance(value.func, ast.Name):
-                for cls in self.bound_by(home, hms, value.func.id):
-                    if isinstance(cls, ast.ClassDef):
-                        return cls
+            found = self._instance_of(home, hms, node)
+            if found:
+                return found[0]
         return None
 
     def _statement_fills(self, entry: ModuleEntry, ms: ModuleSource, st: TopStmt
@@ -834,12 +837,8 @@ class SideEffects:
     def _dict_instance(self, entry: ModuleEntry, ms: ModuleSource, node: ast.stmt) -> bool:
         """``NAME = Registry()`` where ``Registry`` is a corpus class deriving from a dict
         (ludwig's ``class Registry(UserDict, Generic[T])``): a container as much as ``{}``."""
-        value = node.value if isinstance(node, (ast.Assign, ast.AnnAssign)) else None
-        if not isinstance(value, ast.Call) or not isinstance(value.func, ast.Name):
-            return False
-        return any(isinstance(cls, ast.ClassDef) and any(
-            (dotted(b) or "").rsplit(".", 1)[-1] in _DICT_BASES for b in cls.bases)
-            for cls in self.bound_by(entry, ms, value.func.id))
+        return any(any((dotted(b) or "").rsplit(".", 1)[-1] in _DICT_BASES for b in cls.bases)
+                   for cls in self._instance_of(entry, ms, node))
 
     def _mutated_by(self, key: BindKey) -> frozenset:
         """The parameters a corpus function changes in place (engine.patches)."""
