@@ -9,6 +9,7 @@ import textwrap
 
 import pytest
 
+from nnrag_tui.engine.parse import parse_bytes
 from nnrag_tui.engine.syspath import sys_path_folders
 
 
@@ -64,3 +65,15 @@ def test_inside_a_function_it_runs_only_when_called():
             sys.path.insert(0, os.path.dirname(__file__))
     """
     assert folders(code, "pkg/m.py") == ()
+
+
+def test_a_script_run_is_not_the_module_as_imported():
+    """The index keeps what the module does as it is imported, not as a script."""
+    code = textwrap.dedent("""
+        import os, sys
+        if __name__ == "__main__":
+            sys.path.insert(0, os.path.dirname(__file__))
+        sys.path.append(os.path.join(os.path.dirname(__file__), "vendor"))
+    """).encode()
+    facts = parse_bytes(code, "pkg/tool.py")
+    assert facts.path_inserts == ("pkg/vendor",)

@@ -123,7 +123,9 @@ def parse_bytes(data: bytes, relpath: str, sha1: str | None = None) -> ModuleFac
         all_names=gatherer.exported(),
         lines=data.count(b"\n") + (0 if data.endswith(b"\n") or not data else 1),
         namespace_writes=namespace_writes(tree.body),
-        path_inserts=sys_path_folders(tree.body, relpath) if b"sys.path" in data else (),
+        # (not what only a script run does: ``if __name__ == "__main__":``)
+        path_inserts=sys_path_folders([st for st in tree.body if not is_main_guard(st)],
+                                      relpath) if b"sys.path" in data else (),
     )
 
 

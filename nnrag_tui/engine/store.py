@@ -16,9 +16,10 @@ from typing import Iterable, Iterator
 from nnrag_tui.engine.errors import StoreError
 from nnrag_tui.engine.facts import Block, Guard, ImportRecord, ModuleFacts, Symbol
 
-SCHEMA_VERSION = 12  # 7: files.namespace_writes; 8: symbols.alias; 9: no script-only
+SCHEMA_VERSION = 13  # 7: files.namespace_writes; 8: symbols.alias; 9: no script-only
 # symbols; 10: an ``if TYPE_CHECKING:`` under a ``try``/``if`` guards as type_checking;
-# 11: a computed ``__all__`` leaves all_names unknown; 12: files.path_inserts
+# 11: a computed ``__all__`` leaves all_names unknown; 12: files.path_inserts; 13: not those of
+# a script run
 BUSY_TIMEOUT_MS = 60_000
 
 SCHEMA = """
