@@ -685,8 +685,9 @@ class _ClosureBuilder:
                 f"here its lines {lines} run when this file is imported")
 
     def note_namespace_readers(self, nodes: list[NodeId]) -> None:
-        """Statements that look names up in ``globals()`` read every definition of their module,
-        which is why all of them are inlined; said in the header, once per module."""
+        """Statements that look names up in ``globals()`` read every definition of their module
+        (as the module runs, every one above them), which is why those are inlined; said in
+        the header, once per module."""
         lines: dict[str, list[str]] = {}
         later: dict[str, bool] = {}  # whether one of them looks up as its functions run
         for key, i in sorted(nodes, key=lambda n: (self.entries[n[0]].facts.relpath, n[1])):
