@@ -314,10 +314,10 @@ class ModuleSource:
                 # model_name)``, its PANN classes): any name the module binds, ``from``
                 # imports included; not a module a plain ``import`` binds (torchquantum
                 # evaluates the numbers of a file, beside ``import torchquantum as tq``)
-                into = hit.lazy if "eval" in hit.lazy else hit.load
-                into |= {n for n, ix in self.binders.items()
-                         if not all(isinstance(self.stmts[i].node, ast.Import) for i in ix)
-                         and (into is hit.lazy or min(ix) < st.index)} - st.binds - hit.load
+                lazy = "eval" in hit.lazy
+                (hit.lazy if lazy else hit.load).update(self._looked_up(
+                    st, lazy, lambda ix: not all(isinstance(self.stmts[i].node, ast.Import)
+                                                 for i in ix)) - hit.load)
             if self.reads_namespace(st):
                 # ``globals().get(identifier)`` (asteroid's ``norms.get("gLN")``) can return
                 # any module-level definition: the statement reads them all (what the module
@@ -325,11 +325,18 @@ class ModuleSource:
                 # those bound above it: unsloth's ``exec(source, globals())`` at line 4956,
                 # taken to read the whole module, made a cycle with a patch below that reads
                 # what the ``exec`` binds, which went out above it
-                into = hit.lazy if "globals" in hit.lazy else hit.load
-                into |= {n for n, ix in self.binders.items()
-                         if any(self.stmts[i].kind != "import" for i in ix)
-                         and (into is hit.lazy or min(ix) < st.index)} - st.binds - hit.load
+                lazy = "globals" in hit.lazy
+                (hit.lazy if lazy else hit.load).update(self._looked_up(
+                    st, lazy, lambda ix: any(self.stmts[i].kind != "import" for i in ix))
+                    - hit.load)
         return hit
+
+    def _looked_up(self, st: TopStmt, lazy: bool, keep) -> set[str]:
+        """The names of this module a statement that looks them up by a name known only as it
+        runs (``eval``, ``globals()``) can reach: those whose binders ``keep`` accepts, and
+        as the module runs (not ``lazy``), only those bound above the statement."""
+        return {n for n, ix in self.binders.items()
+                if keep(ix) and (lazy or min(ix) < st.index)} - st.binds
 
 
 def named_with_module(node: ast.stmt) -> set[str]:
