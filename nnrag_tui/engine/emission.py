@@ -23,7 +23,6 @@ from nnrag_tui.engine.reach import (
     METACLASS_CREATION,
     SUBCLASS_HOOK,
     call_run,
-    load_time_calls,
     method_calls,
     method_reads,
 )
@@ -226,7 +225,8 @@ def _call_time_deps(builder: _ClosureBuilder, targets: dict[tuple[NodeId, str], 
             continue
         needs: set[NodeId] = set()
         own = set(fills.get(n, ()))
-        for name in load_time_calls(builder.modules[n[0]].stmts[n[1]].node):
+        ms = builder.modules[n[0]]
+        for name in ms.load_calls(ms.stmts[n[1]]):
             for m in targets.get((n, name), ()):
                 needs |= needs_of(m)
             # what the call itself registers into: classy_vision's ``@register_model(

@@ -20,7 +20,7 @@ from nnrag_tui.engine import scopes
 from nnrag_tui.engine.flow import reads_after_own_binding
 from nnrag_tui.engine.modulefiles import literals
 from nnrag_tui.engine.parse import is_dotted_name, is_main_guard
-from nnrag_tui.engine.reach import load_time_nodes
+from nnrag_tui.engine.reach import load_time_calls, load_time_nodes
 from nnrag_tui.engine.patches import (
     attribute_store_roots,
     call_arguments,
@@ -98,6 +98,7 @@ class ModuleSource:
         self._chains: dict[tuple[int, str], frozenset[str]] = {}
         self._load_chains: dict[tuple[int, str], frozenset[str]] = {}
         self._literals: dict[int, frozenset[str]] = {}
+        self._load_calls: dict[int, frozenset[str]] = {}
         self._subclasses: dict[int, dict[str, set[str]]] = {}
 
     def nested_imports(self, st: TopStmt) -> list[tuple[ast.Import | ast.ImportFrom, bool]]:
@@ -206,6 +207,14 @@ class ModuleSource:
         if walked is None:
             walked = self._dotted_reads[st.index] = dotted_reads(st.node)
         return reads_bare(st.node, dotted, resolved, walked)
+
+    def load_calls(self, st: TopStmt) -> frozenset[str]:
+        """``reach.load_time_calls`` of the statement, worked out once: every block whose
+        closure has the statement asks (timm's 779 blocks asked 35,000 times)."""
+        hit = self._load_calls.get(st.index)
+        if hit is None:
+            hit = self._load_calls[st.index] = frozenset(load_time_calls(st.node))
+        return hit
 
     def stmt_text(self, st: TopStmt) -> str:
         return "".join(self.lines[st.line - 1 : st.end_line])

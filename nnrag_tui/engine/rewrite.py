@@ -32,7 +32,7 @@ from nnrag_tui.engine import scopes
 from nnrag_tui.engine.modsource import annotation_strings, class_early_reads, typing_call_strings
 from nnrag_tui.engine.parse import resolve_relative
 
-_RELATIVE = re.compile(r"\bfrom\s+\.")
+_RELATIVE = re.compile(r"from\s+\.")  # no leading \b: the regex then skips ahead to "from"
 SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, ast.ListComp,
           ast.SetComp, ast.DictComp, ast.GeneratorExp)
 _TABLE_NAME = {ast.Lambda: "lambda", ast.ListComp: "listcomp", ast.SetComp: "setcomp",
@@ -74,6 +74,12 @@ class ImportEdits:
                 tuple(sorted(self.runs.items())))
 
 
+def _relative_import_text(text: str) -> bool:
+    """Whether ``text`` has ``from .`` as a word, where a relative import could be."""
+    return any(m.start() == 0 or not (text[m.start() - 1].isalnum() or text[m.start() - 1] == "_")
+               for m in _RELATIVE.finditer(text))
+
+
 def rewrite_statement(
     text: str,
     renames: dict[str, str],
@@ -93,7 +99,7 @@ def rewrite_statement(
     becomes the string ``from __future__ import annotations`` makes of it upstream."""
     imports = imports or ImportEdits()
     early = early or {}
-    if home is not None and not _RELATIVE.search(text):
+    if home is not None and not _relative_import_text(text):
         home = None
     if not renames and not chains and not imports.guarded and not early and home is None \
             and not quote:
