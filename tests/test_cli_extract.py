@@ -87,6 +87,30 @@ def test_extract_validates_by_default_and_reports_each_block_in_order(capsys, se
 
 
 @needs_torch
+def test_a_block_called_through_its_own_call_runs_with_its_parameters(capsys, tmp_path):
+    # timm's JsdCrossEntropy has ``__call__(self, output, target)`` and no ``forward``: the
+    # spec shows that signature, and validation calls it with both (a loss: a scalar out)
+    from helpers import fixture
+
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps({"calls": {"path": str(fixture("discovery_call"))}}))
+    code, out, err = nnrag(capsys, "extract", "--block", "OwnCall", "--out", str(tmp_path / "o"),
+                           "--config", str(cfg), "--cache-dir", str(tmp_path / "cache"),
+                           "--data-dir", str(tmp_path / "data"))
+    assert code == 0, err
+    assert out.splitlines()[1].startswith("  validated, level forward_ran")
+    assert out.splitlines()[1].endswith("-> scalar")
+    spec = json.loads((tmp_path / "o" / "OwnCall.spec.json").read_text())
+    assert [p["name"] for p in spec["forward"]] == ["output", "target"]
+    code, out, _ = nnrag(capsys, "extract", "--block", "OwnCall", "--json", "--config", str(cfg),
+                         "--cache-dir", str(tmp_path / "cache"), "--data-dir",
+                         str(tmp_path / "data"))
+    forward = json.loads(out)["validation"]["stages"][-1]
+    assert forward["stage"] == "forward" and forward["detail"]["args"] == 2
+    assert forward["detail"]["output"] == [[]]
+
+
+@needs_torch
 def test_json_report_carries_the_stage_verdicts_and_cause(capsys, setup):
     _, common = setup
     code, out, _ = nnrag(capsys, "extract", "--blocks", "Good", "Broken", "--json", *common)

@@ -192,3 +192,11 @@ def test_a_base_bound_by_an_alias_is_followed(tmp_path):
     assert found["al.models:ViaChain"].bases == both
     assert found["al.models:ViaImported"].bases == both
     assert found["al.models:ViaLocal"].bases == ("al.models.Plain",)
+
+
+def test_a_module_called_through_its_own_call_is_a_block():
+    # timm's JsdCrossEntropy and TRL's ULDLoss override ``__call__`` and have no ``forward``;
+    # a ``__call__`` that hands over to nn.Module's (or to ``forward``), or only raises, is none
+    index = module_index({"calls": fixture("discovery_call")})
+    keys = {b.key for _, b in BlockDiscovery(index).discover()}
+    assert keys == {"calls.losses:OwnCall", "calls.losses:InheritsCall"}

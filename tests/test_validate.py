@@ -492,6 +492,39 @@ def test_forward_with_an_nchw_probe(validator):
 
 
 @needs_torch
+def test_forward_takes_the_parameters_of_a_call_that_overrides_forward(validator):
+    # torchvision's RandomCropVideo overrides ``__call__(clip)`` over RandomCrop's forward;
+    # a ``__call__(*args, **kwargs)`` kept for type hints passes on to forward's parameters
+    code = """
+        import torch
+        import torch.nn as nn
+
+        class Pairwise(nn.Linear):
+            def __init__(self):
+                super().__init__(8, 8)
+
+            def __call__(self, x, y):
+                return super().__call__(x) - y
+
+        class Sum(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.lin = nn.Linear(8, 8)
+
+            def forward(self, x, y):
+                return self.lin(x) + y
+
+        class Typed(Sum):
+            def __call__(self, *args, **kwargs) -> torch.Tensor:
+                return super().__call__(*args, **kwargs)
+        """
+    for name in ("Pairwise", "Typed"):
+        r = check(validator, code, name)
+        assert r.level == "forward_ran", (name, r.cause_summary, r.stage("forward").detail)
+        assert r.stage("forward").detail["args"] == 2
+
+
+@needs_torch
 def test_forward_uses_the_image_size_a_network_declares(validator):
     # timm's ViTs assert the input size they were built for; 32 px probes cannot pass
     r = check(validator, """

@@ -4,7 +4,8 @@ Bases are resolved through each module's imports (never by bare name), through a
 corpus and torch classes, and through modules of the source's own tree that its ``paths`` leave
 out (read on demand, see ``unindexed``). A block is concrete (no unimplemented abstract method,
 a ``forward`` that does more than raise NotImplementedError) and has a ``forward``, its own or
-inherited.
+inherited, or a ``__call__`` of its own (or inherited from the corpus) that does the work itself
+(timm's JsdCrossEntropy).
 Each block gets one of the paper's eight categories and the rule that decided it.
 """
 
@@ -135,8 +136,10 @@ class BlockDiscovery:
         is_module = qualified in MODULE_ROOTS
         # a forward marked @abstractmethod is an interface (guided-diffusion's TimestepBlock),
         # with or without ABCMeta
-        has_forward = ("forward" in own and not sym.forward_raises and not is_module
-                       and "forward" not in sym.abstract_methods)
+        # an own ``__call__`` doing the work is called in forward's stead (``parse.call_runs``)
+        has_forward = not is_module and (sym.call_runs or (
+            "forward" in own and not sym.forward_raises
+            and "forward" not in sym.abstract_methods))
         abstract: set[str] = set(sym.abstract_methods)
         inherited_abstract: set[str] = set()
         # torch_geometric's MessagePassing(torch.nn.Module) marks message_and_aggregate

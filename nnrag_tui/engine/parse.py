@@ -297,7 +297,7 @@ class _Gatherer:
     def klass(self, node: ast.ClassDef, guard: Guard, parent: str | None) -> None:
         methods: list[str] = []
         abstract: list[str] = []
-        forward_raises = False
+        forward_raises = own_call_runs = False
         for st in node.body:
             if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 methods.append(st.name)
@@ -306,6 +306,8 @@ class _Gatherer:
                     abstract.append(st.name)
                 if st.name == "forward":
                     forward_raises = _only_raises_not_implemented(st)
+                elif st.name == "__call__":
+                    own_call_runs = call_runs(st) and st.name not in abstract
             elif isinstance(st, ast.ClassDef):
                 methods.append(st.name)
             elif isinstance(st, ast.Assign):
@@ -341,6 +343,7 @@ class _Gatherer:
             abstract_methods=tuple(abstract),
             forward_raises=forward_raises,
             calls=tuple(calls),
+            call_runs=own_call_runs,
         )
         self.symbols.append(sym)
         for st in node.body:
@@ -429,6 +432,20 @@ def _doc(node: ast.AST) -> str:
     if not doc:
         return ""
     return doc.strip().split("\n", 1)[0][:200]
+
+
+def call_runs(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """Whether a class's ``__call__`` does the work itself: it neither reads ``forward`` or
+    ``__call__`` (``return super().__call__(*args, **kwargs)``, kept for type hints, hands over
+    to ``nn.Module``'s, which runs ``forward``) nor only raises (torch's ``ParameterList``:
+    "should not be called")."""
+    body = list(fn.body)
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+        body = body[1:]
+    if len(body) == 1 and isinstance(body[0], ast.Raise):
+        return False
+    return not any(isinstance(n, ast.Attribute) and n.attr in ("forward", "__call__")
+                   for n in ast.walk(fn))
 
 
 def _only_raises_not_implemented(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:

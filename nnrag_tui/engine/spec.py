@@ -5,6 +5,8 @@ from __future__ import annotations
 import ast
 from typing import Any
 
+from nnrag_tui.engine.parse import call_runs
+
 
 def _signature(fn: ast.FunctionDef | ast.AsyncFunctionDef | None) -> list[dict[str, Any]]:
     if fn is None:
@@ -50,6 +52,17 @@ def find_class(tree_or_node: ast.AST, qualname: str) -> ast.ClassDef | None:
     return None
 
 
+def forward_method(cls: ast.ClassDef | None) -> ast.FunctionDef | None:
+    """The class's own ``forward``; where it has none, its own ``__call__`` if that does the
+    work itself (``parse.call_runs``: timm's JsdCrossEntropy), since calling it runs that."""
+    fn = method(cls, "forward")
+    if fn is None:
+        call = method(cls, "__call__")
+        if call is not None and call_runs(call):
+            return call
+    return fn
+
+
 def method(cls: ast.ClassDef | None, name: str) -> ast.FunctionDef | None:
     if cls is None:
         return None
@@ -71,7 +84,7 @@ def build_spec(cls: ast.ClassDef | None, *, name: str, qualname: str, category: 
         "bases": bases,
         "summary": summary,
         "constructor": _signature(method(cls, "__init__")),
-        "forward": _signature(method(cls, "forward")),
+        "forward": _signature(forward_method(cls)),
         "dependencies": dependencies,
         "externals": externals,
         "source": source,

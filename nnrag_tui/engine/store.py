@@ -16,10 +16,10 @@ from typing import Iterable, Iterator
 from nnrag_tui.engine.errors import StoreError
 from nnrag_tui.engine.facts import Block, Guard, ImportRecord, ModuleFacts, Symbol
 
-SCHEMA_VERSION = 13  # 7: files.namespace_writes; 8: symbols.alias; 9: no script-only
+SCHEMA_VERSION = 14  # 7: files.namespace_writes; 8: symbols.alias; 9: no script-only
 # symbols; 10: an ``if TYPE_CHECKING:`` under a ``try``/``if`` guards as type_checking;
 # 11: a computed ``__all__`` leaves all_names unknown; 12: files.path_inserts; 13: not those of
-# a script run
+# a script run; 14: symbols.call_runs
 BUSY_TIMEOUT_MS = 60_000
 
 SCHEMA = """
@@ -65,7 +65,8 @@ CREATE TABLE symbols (
     bases TEXT NOT NULL, keywords TEXT NOT NULL, decorators TEXT NOT NULL,
     methods TEXT NOT NULL, abstract_methods TEXT NOT NULL,
     forward_raises INTEGER NOT NULL, calls TEXT NOT NULL, doc TEXT NOT NULL,
-    guard TEXT NOT NULL, parent TEXT, alias TEXT NOT NULL DEFAULT ''
+    guard TEXT NOT NULL, parent TEXT, alias TEXT NOT NULL DEFAULT '',
+    call_runs INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX symbols_file ON symbols(file_id);
 CREATE INDEX symbols_name ON symbols(name);
@@ -228,12 +229,13 @@ class FileIndexStore:
         db.executemany(
             "INSERT INTO symbols(file_id, name, qualname, kind, line, end_line, col, end_col,"
             " def_line, bases, keywords, decorators, methods, abstract_methods, forward_raises,"
-            " calls, doc, guard, parent, alias)"
-            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            " calls, doc, guard, parent, alias, call_runs)"
+            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             [(fid, s.name, s.qualname, s.kind, s.line, s.end_line, s.col, s.end_col, s.def_line,
               _j(s.bases), _j(s.keywords), _j(s.decorators), _j(s.methods),
               _j(s.abstract_methods), int(s.forward_raises), _j(s.calls), s.doc,
-              _guard_json(s.guard), s.parent, s.alias) for s in facts.symbols])
+              _guard_json(s.guard), s.parent, s.alias, int(s.call_runs))
+             for s in facts.symbols])
         db.executemany(
             "INSERT INTO imports(file_id, bound, module, name, asname, level, target, line,"
             " end_line, guard) VALUES (?,?,?,?,?,?,?,?,?,?)",
@@ -280,13 +282,13 @@ class FileIndexStore:
         for r in self.db.execute(
             "SELECT file_id, name, qualname, kind, line, end_line, col, end_col, def_line, bases,"
             " keywords, decorators, methods, abstract_methods, forward_raises, calls, doc, guard,"
-            " parent, alias FROM symbols ORDER BY id"
+            " parent, alias, call_runs FROM symbols ORDER BY id"
         ):
             syms.setdefault(r[0], []).append(Symbol(
                 r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], tuple(json.loads(r[9])),
                 tuple(json.loads(r[10])), tuple(json.loads(r[11])), tuple(json.loads(r[12])),
                 tuple(json.loads(r[13])), bool(r[14]), tuple(json.loads(r[15])), r[16],
-                _guard(r[17]), r[18], r[19]))
+                _guard(r[17]), r[18], r[19], bool(r[20])))
         imps: dict[int, list[ImportRecord]] = {}
         for r in self.db.execute(
             "SELECT file_id, bound, module, name, asname, level, target, line, end_line, guard"

@@ -1015,7 +1015,9 @@ def _ok_diag(stage: str, detail: dict) -> str:
                                if "parameters" in detail else "")
     if stage == "forward":
         shp = "; ".join("x".join(map(str, s)) for s in detail.get("input", [])) or "no input"
-        out = "; ".join("x".join(map(str, s)) for s in detail.get("output", [])) or "no tensor"
+        # a 0-d tensor (a loss) has the shape []: a scalar, not "no tensor"
+        out = "; ".join("x".join(map(str, s)) or "scalar"
+                        for s in detail.get("output", [])) or "no tensor"
         return f"{shp} -> {out}"
     return ""
 

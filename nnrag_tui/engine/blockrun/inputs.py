@@ -150,11 +150,35 @@ def forward_args(sig_params, x, kind, torch):
     return args
 
 
+def entry_point(module):
+    """Whose parameters calling ``module`` takes: its class's own ``__call__`` where that
+    overrides the ``forward`` (timm's JsdCrossEntropy has ``__call__(output, target)`` and
+    only ``nn.Module``'s unimplemented ``forward``; torchvision's RandomCropVideo has
+    ``__call__(clip)`` over RandomCrop's), unless it only passes ``*args, **kwargs`` on
+    (a ``__call__`` kept for type hints); otherwise its ``forward``."""
+    mro = type(module).__mro__
+
+    def owner(attr: str) -> int | None:
+        return next((i for i, c in enumerate(mro) if attr in vars(c)), None)
+
+    call, fwd = owner("__call__"), owner("forward")
+    if call is not None and fwd is not None and call < fwd:
+        try:
+            params = inspect.signature(module.__call__).parameters.values()
+        except (TypeError, ValueError):
+            params = None
+        unimplemented = getattr(vars(mro[fwd])["forward"], "__name__",
+                                "") == "_forward_unimplemented"
+        if unimplemented or (params is not None and any(
+                p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in params)):
+            return module.__call__
+    return getattr(module, "forward", module)
+
+
 def forward_required(module) -> list[inspect.Parameter]:
     """The positional parameters ``module``'s forward needs (``*args`` alone counts as one)."""
-    fwd = getattr(module, "forward", module)
     try:
-        params = list(inspect.signature(fwd).parameters.values())
+        params = list(inspect.signature(entry_point(module)).parameters.values())
     except (TypeError, ValueError):
         params = []
     required = [p for p in params if p.default is inspect.Parameter.empty
@@ -169,7 +193,7 @@ def optional_input(module) -> list[inspect.Parameter]:
     (transformers' ``forward(self, input_ids=None, attention_mask=None, ...)``), as the one
     to feed when a call without arguments fails."""
     try:
-        params = list(inspect.signature(getattr(module, "forward", module)).parameters.values())
+        params = list(inspect.signature(entry_point(module)).parameters.values())
     except (TypeError, ValueError):
         return []
     return [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)][:1]
