@@ -200,3 +200,21 @@ def test_a_module_called_through_its_own_call_is_a_block():
     index = module_index({"calls": fixture("discovery_call")})
     keys = {b.key for _, b in BlockDiscovery(index).discover()}
     assert keys == {"calls.losses:OwnCall", "calls.losses:InheritsCall"}
+
+
+def test_a_cross_entropy_is_a_loss(tmp_path):
+    # timm's SoftTargetCrossEntropy, LabelSmoothingCrossEntropy and JsdCrossEntropy (whose
+    # softmax made it "attention") are losses without "Loss" in their names
+    pkg = tmp_path / "ce"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "losses.py").write_text(
+        "import torch\nimport torch.nn.functional as F\nfrom torch import nn\n\n\n"
+        "class SoftTargetCrossEntropy(nn.Module):\n    def forward(self, x, target):\n"
+        "        return torch.sum(-target * F.log_softmax(x, dim=-1), dim=-1).mean()\n\n\n"
+        "class JsdCrossEntropy(nn.Module):\n    def __call__(self, output, target):\n"
+        "        return F.softmax(output, dim=1).mean()\n")
+    index = module_index({"ce": tmp_path})
+    found = {b.qualname: (b.category, b.rule) for _, b in BlockDiscovery(index).discover()}
+    assert found == {"SoftTargetCrossEntropy": ("loss", "name:CrossEntropy"),
+                     "JsdCrossEntropy": ("loss", "name:CrossEntropy")}

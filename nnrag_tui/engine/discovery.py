@@ -234,7 +234,7 @@ class BlockDiscovery:
 
 # -- categories ----------------------------------------------------------------------------
 _NAME_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("loss", re.compile(r"Loss|Criterion")),
+    ("loss", re.compile(r"Loss|Criterion|CrossEntropy")),
     ("attention", re.compile(
         r"Attention|Attn|MultiHead|MHSA|MHA\b|^SE(?:Module|Layer|Block)?\d*$|SEModule|SqueezeExcit"
         r"|^Eca|EcaModule|CecaModule|Cbam|GatherExcite|GlobalContext|SelectiveKernel|SplitAttn"
