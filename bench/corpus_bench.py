@@ -14,7 +14,8 @@ third-party package fails the import figure: that figure says what this machine 
 undefined-name and faithfulness figures do not depend on it.
 
 Usage: python bench/corpus_bench.py --config sample_configs/other_repos.json
-           [--repo NAME ...] [--stub PKG ...] [--path DIR ...] [--out bench/results/corpora.json]
+           [--repo NAME ...] [--block KEY ...] [--stub PKG ...] [--path DIR ...]
+           [--out bench/results/corpora.json]
 """
 
 from __future__ import annotations
@@ -63,6 +64,8 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--config", required=True, help="a corpus configuration (JSON)")
     ap.add_argument("--repo", action="append", default=[], help="only this repository")
+    ap.add_argument("--block", action="append", default=[],
+                    help="only this block (its key, module:Name) of the repositories measured")
     ap.add_argument("--stub", action="append", default=[], help="one more stand-in package")
     ap.add_argument("--path", action="append", default=[], help="one more source root")
     ap.add_argument("--timeout", type=float, default=30.0, help="seconds per comparison")
@@ -82,7 +85,8 @@ def main() -> None:
             if repo not in roots:
                 print(f"{repo}: not indexed (see the index errors above)", file=sys.stderr)
                 continue
-            keys = [b.key for b in ex.blocks(repo=repo)]
+            keys = [b.key for b in ex.blocks(repo=repo)
+                    if not args.block or b.key in args.block]
             if not keys:
                 print(f"{repo}: no blocks", file=sys.stderr)
                 continue
