@@ -55,6 +55,7 @@ import subprocess
 import sys
 import time
 import types
+import warnings
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -518,8 +519,14 @@ def compare(job: dict, blockrun) -> dict:
         if up_sd[k].shape != gen_sd[k].shape:
             raise _Differs(f"state_dict {k}: {tuple(up_sd[k].shape)} upstream, "
                            f"{tuple(gen_sd[k].shape)} here")
-    init_differ = [k for k in up_sd if not torch.equal(up_sd[k], gen_sd[k])
-                   and (not up_sd[k].is_floating_point() or not up_sd[k].isnan().any())]
+    init_differ = [k for k in up_sd if not torch.equal(up_sd[k], gen_sd[k])]
+    # memory a constructor leaves uninitialised holds NaN here on both sides (``_run_one``)
+    nan = [k for k in init_differ if up_sd[k].is_floating_point() and up_sd[k].isnan().any()]
+    if nan:
+        init_differ = [k for k in init_differ if k not in nan]
+        result.setdefault("notes", []).append(
+            f"initial weights not compared for {len(nan)} tensor(s) holding NaN, as memory "
+            f"a constructor leaves uninitialised does here, e.g. {nan[0]}")
     if init_differ:
         # a tensor upstream leaves uninitialised (``nn.Parameter(torch.empty(...))`` that an
         # ``init_parameters`` the constructor never calls would fill) is not reproducible:
@@ -707,6 +714,12 @@ def _run_one(job: dict, blockrun, timeout: float, setup: list[str]) -> dict:
         import torch
 
         torch.set_num_threads(1)
+        # memory a constructor leaves uninitialised (blitz's ``torch.Tensor(shape)`` buffers)
+        # is filled the same on both sides, NaN or the largest integer, not with whatever the
+        # allocator hands out: a build and a second build from the same seed could agree by
+        # chance and the generated class's differ (torch's switch for it)
+        torch.use_deterministic_algorithms(True, warn_only=True)
+        warnings.filterwarnings("ignore", message=".*deterministic.*")
         try:
             return {"verdict": "same"} | compare(job, blockrun)
         except _Differs as exc:

@@ -74,6 +74,33 @@ def test_a_weight_initialised_differently_still_differs(tmp_path):
     assert "initial weights differ" in r["reason"] and "fc.bias" in r["reason"], r
 
 
+# blitz's TrainableRandomDistribution: ``register_buffer('eps_w', torch.Tensor(shape))`` is
+# uninitialised memory, which a build and a second build from the same seed could hold alike
+# by chance while the generated class's held something else (a "differs" one run in two)
+UNINITIALISED = '''\
+import torch
+from torch import nn
+
+
+class Sampled(nn.Module):
+    def __init__(self, width: int = 4):
+        super().__init__()
+        self.fc = nn.Linear(width, width)
+        self.register_buffer("eps_w", torch.Tensor(width, width))
+
+    def forward(self, x):
+        self.eps_w.data.normal_()
+        return self.fc(x) + 0 * self.eps_w.sum()
+'''
+
+
+def test_uninitialised_memory_is_the_same_on_both_sides_and_not_compared(tmp_path):
+    r = compare(tmp_path, UNINITIALISED, UNINITIALISED, "Sampled")
+    assert r["verdict"] == "same", r
+    assert {"init", "eval", "train"} <= set(r["checked"]), r
+    assert any("eps_w" in n and "holding NaN" in n for n in r["notes"]), r
+
+
 # audiocraft's AttributeDropout: its repr shows defaultdicts whose default is a lambda, and a
 # function's repr holds its address, which no two builds share
 LAMBDA_REPR = '''\
