@@ -494,6 +494,14 @@ MUST = {
                                 "    kernels = kernels_fused\nexcept (ImportError, Runtime",
                                 # read also by what only ``if TYPE_CHECKING:`` leads to
                                 "if TYPE_CHECKING:\n    import nnrag_missing_triton as triton\n"],
+    # ``try: from ghpkg.fast import FastMix; from ghpkg.ops import norm_op, scale_op`` where
+    # the kernel modules only those import need a missing package (matgl's TensorNet and its
+    # warp kernels): they go inside the ``try`` too, and the one import of two modules keeps
+    # both
+    ("guarded_helpers", "Net"): ["try:\n    import nnrag_missing_warp as wp\n\n\n    def launch(",
+                                 "    def mix_kernel(x):", "    def scale_op_scale(x):",
+                                 "    def norm_op_norm(x):",
+                                 "    norm_op = norm_op_norm; scale_op = scale_op_scale\n"],
     # ``logging.TRACE = 5`` sets what ``log_levels`` reads from the standard library's module
     ("module_patch", "Net"): ["\nlogging.TRACE = 5", "\nmath.HALF_TAU = math.pi"],
     # ``exec(source, globals())`` as the module runs sees what is bound above it only: the
@@ -553,6 +561,7 @@ MUST_NOT = {
     ("registry_scope", "Net"): ['"scopedet.layers"', '"scopeocr.heads"', "OPTIMIZERS"],
     ("guarded_member", "Net"): ["\nimport nnrag_missing_fast as", "\nfrom nnrag_missing_parrots"],
     ("optional_module", "Net"): ["\nimport nnrag_missing_triton"],
+    ("guarded_helpers", "Net"): ["\nimport nnrag_missing_warp"],
     ("guarded_reexport", "Net"): ["\nfrom nnrag_missing_six"],
     ("torch_ops", "Net"): ["nnrag_golden::unused", "fast_fake"],
     ("constant_registry", "Net"): ["SetPreprocessing", "SET = "],

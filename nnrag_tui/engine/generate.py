@@ -256,6 +256,10 @@ def _nested_code(closure: Closure, m: NestedModule | LazyGroup | TypingGroup,
 
 def _nested_note(closure: Closure, m: NestedModule) -> str:
     relpath = closure.entries[m.module].facts.relpath
+    more = [k for k in m.helpers if not is_object_key(k)]
+    if more:
+        relpath += (f" (with {len(more)} more module{'s' if len(more) > 1 else ''} only "
+                    "this import leads to)")
     packages = sorted({closure.externals[i].module.split(".")[0] for i in m.externals})
     if m.guard == "if":
         return (f"{relpath} runs inside this `if`, indented, where upstream imports it: only "

@@ -41,7 +41,7 @@ its own, and runs as the file is imported; the header says so.
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from nnrag_tui.engine.closure import ALWAYS_EXTERNAL, Closure, NodeId
 from nnrag_tui.engine.moduleobject import OBJECT_SUFFIX, is_object_key
@@ -63,10 +63,15 @@ class NestedModule:
     # the module object standing in for it where upstream imports the module itself
     # (engine.moduleobject), which goes there too
     object: tuple[str, str] | None = None
+    # the modules only it (or another module nested at the same guard) imports, which its
+    # import runs first: matgl's ``try: from matgl.layers._embedding_warp import ...`` runs
+    # ``matgl.ops`` and ``matgl.kernels``, and those ``import warp``
+    helpers: list[tuple[str, str]] = field(default_factory=list)
 
     @property
     def modules(self) -> set[tuple[str, str]]:
-        return {self.module} if self.object is None else {self.module, self.object}
+        own = {self.module} if self.object is None else {self.module, self.object}
+        return own | set(self.helpers)
 
 
 @dataclass
@@ -91,7 +96,7 @@ def nesting(closure: Closure, ext_users: dict[str, set[NodeId]],
     too goes into their ``if TYPE_CHECKING:`` as well (``typing_reads``).
     ``ext_users``: ``external_users(closure)``."""
     guarded = _guarded_modules(closure, typing)
-    groups = _lazy_groups(closure, {m.module for m in guarded},
+    groups = _lazy_groups(closure, {k for m in guarded for k in m.modules},
                           {i: users - typing for i, users in ext_users.items()}, typing)
     inside = {k for m in guarded for k in m.modules} | {m for g in groups for m in g.modules}
     # (what the ``typing`` statements read too goes inside their ``if TYPE_CHECKING:`` as
@@ -147,21 +152,73 @@ def _guarded_modules(closure: Closure, typing: frozenset[NodeId]) -> list[Nested
         found[module] = NestedModule(site, line, module, nodes, [], *guard, object=obj)
     # read by nothing else than its import, or by modules imported further down the same
     # branch of the same statement (NeMo's ``try: from .graph_transducer import GraphRnntLoss;
-    # from .w_transducer import GraphWTransducerLoss``, whose module imports the first)
+    # from .w_transducer import GraphWTransducerLoss``, whose module imports the first), or by
+    # the modules only those import (``_helpers``)
     changed = True
     while changed:
         changed = False
+        owner = _helpers(closure, found, readers, position, typing)
         for module, m in sorted(found.items()):
             for r in {r for k in m.modules for r in readers.get(k, ())} - {m.site}:
                 if r[0] == m.object:
                     continue  # (the module object holds what the module binds)
-                later = found.get(r[0])
+                later = found.get(r[0]) or owner.get(r[0])
                 if later is None or (later.site, later.branch) != (m.site, m.branch) or \
                         later.line <= m.line:
                     del found[module]
                     changed = True
                     break
-    return list(found.values())
+    # one import may lead to two nested modules (matgl's ``from matgl.ops import
+    # fn_tensor_norm3, graph_transform``): they go there together
+    at: dict[tuple[NodeId, int], NestedModule] = {}
+    for module, m in sorted(found.items()):
+        first = at.setdefault((m.site, m.line), m)
+        if first is not m:
+            first.helpers += sorted(m.modules)
+            first.nodes += m.nodes
+    for helper, m in owner.items():
+        at[(m.site, m.line)].helpers.append(helper)
+        at[(m.site, m.line)].nodes += [n for n in closure.nodes
+                                       if n[0] == helper and n not in typing]
+    for m in at.values():
+        m.nodes.sort(key=position.__getitem__)
+    return list(at.values())
+
+
+def _helpers(closure: Closure, found: dict[tuple[str, str], NestedModule],
+             readers: dict[tuple[str, str], set[NodeId]], position: dict[NodeId, int],
+             typing: frozenset[NodeId]) -> dict[tuple[str, str], NestedModule]:
+    """The modules no statement reads but those of modules nested at one guard (``found``)
+    and of such modules in turn (matgl's kernels read each other), each with the nested
+    module whose import runs it first: the one imported on the guard's earliest line that
+    leads to it. Their statements come before the guard's, as the nested modules' do."""
+    target = (closure.block.source, closure.block.module)
+    nested = {k: m for m in found.values() for k in m.modules}
+    left = {n[0] for n in closure.nodes if n not in typing} - set(nested) - {target}
+    left = {k for k in left if not is_object_key(k)}
+    outside = {k: {r[0] for r in readers.get(k, ())} - {k} for k in left}
+    changed = True
+    while changed:  # those read by a statement of any other module are none
+        changed = False
+        for k in sorted(left):
+            if not outside[k] or outside[k] - left - set(nested):
+                left.discard(k)
+                changed = True
+    owner: dict[tuple[str, str], NestedModule] = {}
+    changed = True
+    while changed:  # the earliest import leading to each
+        changed = False
+        for k in sorted(left):
+            by = [m for r in outside[k] if (m := nested.get(r) or owner.get(r)) is not None]
+            first = min(by, key=lambda m: m.line, default=None)
+            if first is not None and owner.get(k) is not first and (
+                    k not in owner or first.line < owner[k].line):
+                owner[k] = first
+                changed = True
+    return {k: m for k, m in owner.items()
+            if all((o.site, o.branch) == (m.site, m.branch)
+                   for r in outside[k] if (o := nested.get(r) or owner.get(r)) is not None)
+            and all(position[n] < position[m.site] for n in closure.nodes if n[0] == k)}
 
 
 def _lazy_groups(closure: Closure, guarded: set[tuple[str, str]],
