@@ -194,7 +194,10 @@ def _helpers(closure: Closure, found: dict[tuple[str, str], NestedModule],
     leads to it. Their statements come before the guard's, as the nested modules' do."""
     target = (closure.block.source, closure.block.module)
     nested = {k: m for m in found.values() for k in m.modules}
-    left = {n[0] for n in closure.nodes if n not in typing} - set(nested) - {target}
+    # a module imported inside a function runs when that is called, not with the guard's
+    # import (a lazy group's, if any: ``_lazy_groups``)
+    lazily = {n[0] for d in closure.deps if d.how == "local-import" for n in d.nodes}
+    left = {n[0] for n in closure.nodes if n not in typing} - set(nested) - {target} - lazily
     left = {k for k in left if not is_object_key(k)}
     outside = {k: {r[0] for r in readers.get(k, ())} - {k} for k in left}
     changed = True
