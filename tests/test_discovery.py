@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from helpers import fixture, module_index
+from helpers import fixture, module_index, write_tree
 
 from nnrag_tui.engine.config import SymbolPatterns
 from nnrag_tui.engine.discovery import CATEGORIES, BlockDiscovery, external_is_module
@@ -167,14 +167,10 @@ def test_a_base_bound_by_an_alias_is_followed(tmp_path):
     ScriptModule`` or ``torch.nn.Module`` under an ``if``; brevitas' 111 classes derived from
     ``brevitas.jit.ScriptModule``, bound so in another module. A name bound by a call is no
     alias, and aliases of each other end the walk."""
-    pkg = tmp_path / "al"
-    pkg.mkdir()
-    (pkg / "__init__.py").write_text("")
-    (pkg / "jit.py").write_text(
+    write_tree(tmp_path / "al", {"__init__.py": "", "jit.py": (
         "import os\n\nimport torch\n\n"
         "if os.environ.get('AL_JIT') == '1':\n    ScriptModule = torch.jit.ScriptModule\n"
-        "else:\n    ScriptModule = torch.nn.Module\n")
-    (pkg / "models.py").write_text(
+        "else:\n    ScriptModule = torch.nn.Module\n"), "models.py": (
         "import torch\n\nfrom al import jit\nfrom al.jit import ScriptModule as Mod\n\n"
         "class Plain(torch.nn.Module):\n    def forward(self, x):\n        return x\n\n\n"
         "Local = Plain\nMade = type('Made', (torch.nn.Module,), {})\nLoopA = LoopB\nLoopB = LoopA\n\n\n"
@@ -183,7 +179,7 @@ def test_a_base_bound_by_an_alias_is_followed(tmp_path):
         "class ViaLocal(Local):\n    pass\n\n\n"
         "class ViaCall(Made):\n    def forward(self, x):\n        return x\n\n\n"
         "class ViaLoop(LoopA):\n    def forward(self, x):\n        return x\n\n\n"
-        "class NoForward(jit.ScriptModule):\n    pass\n")
+        "class NoForward(jit.ScriptModule):\n    pass\n")})
     index = module_index({"al": tmp_path})
     found = {b.key: b for _, b in BlockDiscovery(index).discover()}
     assert set(found) == {"al.models:Plain", "al.models:ViaChain", "al.models:ViaImported",
@@ -205,15 +201,12 @@ def test_a_module_called_through_its_own_call_is_a_block():
 def test_a_cross_entropy_is_a_loss(tmp_path):
     # timm's SoftTargetCrossEntropy, LabelSmoothingCrossEntropy and JsdCrossEntropy (whose
     # softmax made it "attention") are losses without "Loss" in their names
-    pkg = tmp_path / "ce"
-    pkg.mkdir()
-    (pkg / "__init__.py").write_text("")
-    (pkg / "losses.py").write_text(
+    write_tree(tmp_path / "ce", {"__init__.py": "", "losses.py": (
         "import torch\nimport torch.nn.functional as F\nfrom torch import nn\n\n\n"
         "class SoftTargetCrossEntropy(nn.Module):\n    def forward(self, x, target):\n"
         "        return torch.sum(-target * F.log_softmax(x, dim=-1), dim=-1).mean()\n\n\n"
         "class JsdCrossEntropy(nn.Module):\n    def __call__(self, output, target):\n"
-        "        return F.softmax(output, dim=1).mean()\n")
+        "        return F.softmax(output, dim=1).mean()\n")})
     index = module_index({"ce": tmp_path})
     found = {b.qualname: (b.category, b.rule) for _, b in BlockDiscovery(index).discover()}
     assert found == {"SoftTargetCrossEntropy": ("loss", "name:CrossEntropy"),

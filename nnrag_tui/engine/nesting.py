@@ -218,10 +218,18 @@ def _helpers(closure: Closure, found: dict[tuple[str, str], NestedModule],
                     k not in owner or first.line < owner[k].line):
                 owner[k] = first
                 changed = True
-    return {k: m for k, m in owner.items()
-            if all((o.site, o.branch) == (m.site, m.branch)
-                   for r in outside[k] if (o := nested.get(r) or owner.get(r)) is not None)
-            and all(position[n] < position[m.site] for n in closure.nodes if n[0] == k)}
+    # read from one guard's branch only, and emitted above it; what only such a module reads
+    # stays out with it
+    changed = True
+    while changed:
+        changed = False
+        for k, m in sorted(owner.items()):
+            readers_at = [nested.get(r) or owner.get(r) for r in outside[k]]
+            if any(o is None or (o.site, o.branch) != (m.site, m.branch) for o in readers_at) \
+                    or any(position[n] > position[m.site] for n in closure.nodes if n[0] == k):
+                del owner[k]
+                changed = True
+    return owner
 
 
 def _lazy_groups(closure: Closure, guarded: set[tuple[str, str]],
