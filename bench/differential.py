@@ -178,11 +178,20 @@ class _NotComparable(Exception):
 
 def _load_weights(module, state_dict) -> None:
     """``load_state_dict(..., strict=True)``, or without ``strict`` where the class's own
-    ``load_state_dict`` takes none (opacus' DPMultiheadAttention)."""
-    if "strict" in inspect.signature(module.load_state_dict).parameters:
-        module.load_state_dict(state_dict, strict=True)
-    else:
-        module.load_state_dict(state_dict)
+    ``load_state_dict`` takes none (opacus' DPMultiheadAttention); ``nn.Module``'s own where
+    the class's wants a checkpoint of its own shape (Cellpose's ``CPnetBioImageIO`` looks up
+    ``output.2.weight``, which its ``state_dict()`` does not have)."""
+    from torch import nn
+
+    try:
+        if "strict" in inspect.signature(module.load_state_dict).parameters:
+            module.load_state_dict(state_dict, strict=True)
+        else:
+            module.load_state_dict(state_dict)
+    except Exception:  # noqa: BLE001
+        if type(module).load_state_dict is nn.Module.load_state_dict:
+            raise
+        nn.Module.load_state_dict(module, state_dict, strict=True)
 
 
 def _load_file(path: str, name: str):
@@ -289,7 +298,12 @@ def _repr(module, renamed: dict[str, str] | None = None) -> str:
     """The module tree as printed, without object addresses (a lambda in a defaultdict, as
     audiocraft's AttributeDropout shows, has a new one in every build); ``renamed`` ({name
     here: name upstream}) puts back the upstream names of classes renamed for a clash."""
-    text = _ADDRESS.sub(" at 0x…", repr(module))
+    try:
+        text = _ADDRESS.sub(" at 0x…", repr(module))
+    except Exception as exc:  # noqa: BLE001
+        # Poutyne's metrics override ``nn.Module._get_name`` with a parameter: upstream's own
+        # repr raises, and the same raise is the same tree as far as a repr can tell
+        text = f"repr raised {type(exc).__name__}: {_ADDRESS.sub(' at 0x…', str(exc))}"
     for new, old in (renamed or {}).items():
         text = re.sub(rf"\b{re.escape(new)}\(", f"{old}(", text)
     return text

@@ -101,6 +101,40 @@ def test_uninitialised_memory_is_the_same_on_both_sides_and_not_compared(tmp_pat
     assert any("eps_w" in n and "holding NaN" in n for n in r["notes"]), r
 
 
+# Poutyne's metrics override ``_get_name`` with a parameter, so ``repr`` raises upstream too;
+# Cellpose's CPnetBioImageIO overrides ``load_state_dict`` for its own checkpoints' keys
+OWN_WAYS = '''\
+import torch
+from torch import nn
+
+
+class Metric(nn.Module):
+    def __init__(self, width: int = 4):
+        super().__init__()
+        self.fc = nn.Linear(width, width)
+
+    def _get_name(self, metric):
+        return f"fbeta_{metric}"
+
+    def load_state_dict(self, state_dict):
+        if state_dict["output.2.weight"].shape[0] != 3:
+            raise ValueError("not a checkpoint of ours")
+        return super().load_state_dict(state_dict, strict=False)
+
+    def forward(self, x):
+        return self.fc(x)
+'''
+
+
+def test_a_repr_and_a_load_state_dict_that_fail_upstream_still_compare(tmp_path):
+    r = compare(tmp_path, OWN_WAYS, OWN_WAYS, "Metric")
+    assert r["verdict"] == "same", r
+    assert {"eval", "train"} <= set(r["checked"]), r
+    edited = OWN_WAYS.replace("return self.fc(x)", "return self.fc(x) * 2")
+    r = compare(tmp_path, edited, OWN_WAYS, "Metric")
+    assert r["verdict"] == "differs" and "values differ" in r["reason"], r
+
+
 # audiocraft's AttributeDropout: its repr shows defaultdicts whose default is a lambda, and a
 # function's repr holds its address, which no two builds share
 LAMBDA_REPR = '''\
