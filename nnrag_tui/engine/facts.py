@@ -80,7 +80,7 @@ class Symbol:
     alias: str = ""  # for ``X = a.b.C`` (one plain name bound to a dotted name): ``a.b.C``
     # a class's own ``__call__`` does the work itself, as a forward would (timm's
     # JsdCrossEntropy, TRL's ULDLoss): it neither hands over to ``forward`` or another
-    # ``__call__`` nor only raises NotImplementedError (``parse.call_runs``)
+    # ``__call__`` nor only raises (``parse.call_runs``)
     call_runs: bool = False
 
 

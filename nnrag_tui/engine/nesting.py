@@ -137,6 +137,10 @@ def _guarded_modules(closure: Closure, typing: frozenset[NodeId]) -> list[Nested
             if n[0] != d.user[0]:
                 readers.setdefault(n[0], set()).add(d.user)
     position = {n: i for i, n in enumerate(closure.nodes)}
+    nodes_of: dict[tuple[str, str], list[NodeId]] = {}  # each module's, as they go out
+    for n in closure.nodes:
+        if n not in typing:
+            nodes_of.setdefault(n[0], []).append(n)
     found: dict[tuple[str, str], NestedModule] = {}
     for key, where in sorted(sites.items()):
         obj = key if is_object_key(key) else None
@@ -146,7 +150,8 @@ def _guarded_modules(closure: Closure, typing: frozenset[NodeId]) -> list[Nested
             continue
         ((site, line),) = where
         guard = _guard(closure, site, line)
-        nodes = [n for n in closure.nodes if n[0] in (module, obj) and n not in typing]
+        nodes = sorted([*nodes_of.get(module, ()), *nodes_of.get(obj, ())],
+                       key=position.__getitem__) if obj else nodes_of.get(module, [])[:]
         if guard is None or not nodes or any(position[n] > position[site] for n in nodes):
             continue  # (what they need then comes after the guard too)
         found[module] = NestedModule(site, line, module, nodes, [], *guard, object=obj)
@@ -157,7 +162,7 @@ def _guarded_modules(closure: Closure, typing: frozenset[NodeId]) -> list[Nested
     changed = True
     while changed:
         changed = False
-        owner = _helpers(closure, found, readers, position, typing)
+        owner = _helpers(closure, found, readers, position, nodes_of)
         for module, m in sorted(found.items()):
             for r in {r for k in m.modules for r in readers.get(k, ())} - {m.site}:
                 if r[0] == m.object:
@@ -178,8 +183,7 @@ def _guarded_modules(closure: Closure, typing: frozenset[NodeId]) -> list[Nested
             first.nodes += m.nodes
     for helper, m in owner.items():
         at[(m.site, m.line)].helpers.append(helper)
-        at[(m.site, m.line)].nodes += [n for n in closure.nodes
-                                       if n[0] == helper and n not in typing]
+        at[(m.site, m.line)].nodes += nodes_of[helper]
     for m in at.values():
         m.nodes.sort(key=position.__getitem__)
     return list(at.values())
@@ -187,7 +191,8 @@ def _guarded_modules(closure: Closure, typing: frozenset[NodeId]) -> list[Nested
 
 def _helpers(closure: Closure, found: dict[tuple[str, str], NestedModule],
              readers: dict[tuple[str, str], set[NodeId]], position: dict[NodeId, int],
-             typing: frozenset[NodeId]) -> dict[tuple[str, str], NestedModule]:
+             nodes_of: dict[tuple[str, str], list[NodeId]]
+             ) -> dict[tuple[str, str], NestedModule]:
     """The modules no statement reads but those of modules nested at one guard (``found``)
     and of such modules in turn (matgl's kernels read each other), each with the nested
     module whose import runs it first: the one imported on the guard's earliest line that
@@ -197,7 +202,7 @@ def _helpers(closure: Closure, found: dict[tuple[str, str], NestedModule],
     # a module imported inside a function runs when that is called, not with the guard's
     # import (a lazy group's, if any: ``_lazy_groups``)
     lazily = {n[0] for d in closure.deps if d.how == "local-import" for n in d.nodes}
-    left = {n[0] for n in closure.nodes if n not in typing} - set(nested) - {target} - lazily
+    left = set(nodes_of) - set(nested) - {target} - lazily
     left = {k for k in left if not is_object_key(k)}
     outside = {k: {r[0] for r in readers.get(k, ())} - {k} for k in left}
     changed = True
@@ -226,7 +231,7 @@ def _helpers(closure: Closure, found: dict[tuple[str, str], NestedModule],
         for k, m in sorted(owner.items()):
             readers_at = [nested.get(r) or owner.get(r) for r in outside[k]]
             if any(o is None or (o.site, o.branch) != (m.site, m.branch) for o in readers_at) \
-                    or any(position[n] > position[m.site] for n in closure.nodes if n[0] == k):
+                    or any(position[n] > position[m.site] for n in nodes_of[k]):
                 del owner[k]
                 changed = True
     return owner

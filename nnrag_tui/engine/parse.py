@@ -439,19 +439,22 @@ def call_runs(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     ``__call__`` (``return super().__call__(*args, **kwargs)``, kept for type hints, hands over
     to ``nn.Module``'s, which runs ``forward``) nor only raises (torch's ``ParameterList``:
     "should not be called")."""
-    body = list(fn.body)
-    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
-        body = body[1:]
+    body = _body_below_docstring(fn)
     if len(body) == 1 and isinstance(body[0], ast.Raise):
         return False
     return not any(isinstance(n, ast.Attribute) and n.attr in ("forward", "__call__")
                    for n in ast.walk(fn))
 
 
-def _only_raises_not_implemented(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+def _body_below_docstring(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.stmt]:
     body = list(fn.body)
     if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
         body = body[1:]
+    return body
+
+
+def _only_raises_not_implemented(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    body = _body_below_docstring(fn)
     if len(body) != 1:
         return False
     st = body[0]
