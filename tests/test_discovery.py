@@ -190,6 +190,20 @@ def test_a_base_bound_by_an_alias_is_followed(tmp_path):
     assert found["al.models:ViaLocal"].bases == ("al.models.Plain",)
 
 
+
+def test_a_base_imported_in_a_try_and_aliased_in_its_except_is_followed(tmp_path):
+    """pennylane's ``qnn/torch.py``: ``try: from torch.nn import Module`` / ``except
+    ImportError: Module = Mock``, then ``class TorchLayer(Module)``. With torch installed the
+    base is ``torch.nn.Module``, so the class is a block."""
+    write_tree(tmp_path / "ql", {"__init__.py": "", "layer.py": (
+        "try:\n    import torch\n    from torch.nn import Module\n"
+        "except ImportError:\n    from unittest.mock import Mock\n\n    Module = Mock\n\n\n"
+        "class TorchLayer(Module):\n    def forward(self, x):\n        return x\n")})
+    index = module_index({"ql": tmp_path})
+    found = {b.key: b for _, b in BlockDiscovery(index).discover()}
+    assert set(found) == {"ql.layer:TorchLayer"}
+    assert found["ql.layer:TorchLayer"].bases == ("torch.nn.Module", "unittest.mock.Mock")
+
 def test_a_module_called_through_its_own_call_is_a_block():
     # timm's JsdCrossEntropy and TRL's ULDLoss override ``__call__`` and have no ``forward``;
     # a ``__call__`` that hands over to nn.Module's (or to ``forward``), or only raises, is none

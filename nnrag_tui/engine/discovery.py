@@ -192,33 +192,37 @@ class BlockDiscovery:
         out: list[tuple[str, Target]] = []
         for expr in sym.bases:
             t = self.resolve_base(entry, expr)
-            if not self.aliases(t):
+            if not self.stands_for(t):
                 out.append((expr, t))
                 continue
             todo, seen = [t], set()
             while todo:
                 t = todo.pop(0)
-                aliases = self.aliases(t)
-                if not aliases or len(seen) > 8:
+                alts = self.stands_for(t)
+                if not alts or len(seen) > 8:
                     if all(t.qualified != o.qualified for _, o in out):
                         out.append((t.qualified, t))
                     continue
-                for a_entry, alias in aliases:
-                    if (a_entry.key, alias) not in seen:
-                        seen.add((a_entry.key, alias))
-                        todo.append(self.index.resolve_dotted(a_entry, alias))
+                for alt in alts:
+                    if alt.qualified not in seen:
+                        seen.add(alt.qualified)
+                        todo.append(alt)
         return out
 
-    def aliases(self, t: Target) -> list[tuple[ModuleEntry, str]]:
-        """The dotted names a ``def`` target is bound to, if every module-level statement that
-        binds it is an alias ``X = a.b.C``; empty for anything else (a class, a function, a
-        value computed by a call)."""
+    def stands_for(self, t: Target) -> list[Target]:
+        """What a ``def`` target can name, if every module-level statement that assigns it is
+        an alias ``X = a.b.C``: those names and those of the imports that bind it too, in source
+        order (pennylane's ``try: from torch.nn import Module`` / ``except ImportError: Module
+        = Mock``); empty for anything else (a class, a function, a value computed by a call)."""
         if t.kind != "def" or t.entry is None or t.attr or t.name in t.entry.classes:
             return []
         syms = t.entry.defs.get(t.name, [])
         if not syms or any(s.kind != "assign" or not s.alias for s in syms):
             return []
-        return [(t.entry, s.alias) for s in syms]
+        found = ([(s.line, self.index.resolve_dotted(t.entry, s.alias)) for s in syms]
+                 + [(rec.line, self.index.follow_import(t.entry, rec))
+                    for rec in t.entry.imports.get(t.name, [])])
+        return [alt for _, alt in sorted(found, key=lambda f: f[0])]
 
     def is_abcmeta(self, entry: ModuleEntry, expr: str, depth: int = 0) -> bool:
         """Whether a metaclass expression is ``abc.ABCMeta`` or a corpus class derived from it."""

@@ -27,7 +27,7 @@ from nnrag_tui.engine.sources import RepoCache, Snapshot, iter_files
 from nnrag_tui.engine.store import FileIndexStore
 from nnrag_tui.engine.unindexed import UnindexedModules
 
-DISCOVERY_VERSION = "7"  # 7: a CrossEntropy is a loss
+DISCOVERY_VERSION = "8"  # 8: a base an import binds in a try and an alias in its except
 POOL_THRESHOLD = 16  # below this many files to parse, parsing in-process is faster
 # With other threads alive (the TUI) the pool must use forkserver, whose start costs ~1-2 s:
 # parsing in-process wins below this many files.
