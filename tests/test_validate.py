@@ -308,6 +308,7 @@ from typing import Optional
 from typing_extensions import Literal as Literal_te
 
 import torch
+from jaxtyping import Float
 
 
 def pick(method: Literal_te["min", "one-hot", "openai/clip-vit"] = "min") -> str:
@@ -316,6 +317,10 @@ def pick(method: Literal_te["min", "one-hot", "openai/clip-vit"] = "min") -> str
 
 def pad(mode: "Literal_te['front', 'back']" = "back") -> "Optional['Literal_te[\\'x\\']']":
     return mode
+
+
+def halve(x: Float[torch.Tensor, "batch #channels"]) -> Float[torch.Tensor, "batch"]:
+    return x / 2
 
 
 class Masks(torch.nn.Module):
@@ -340,7 +345,8 @@ def test_pyflakes_false_alarms_do_not_fail_the_static_stage(incremental):
     F821``, and a clash rename turns torchmetrics' ``Literal`` into ``Literal_typing_extensions``,
     whose strings pyflakes takes for annotations, also inside an annotation written as a string
     (nni's ``"Literal_typing_extensions['front', 'back']"``, as upstream's ``from __future__
-    import annotations`` makes it): neither is an undefined name, and the static
+    import annotations`` makes it), and toto's jaxtyping shapes (``Float[Tensor, "batch
+    #variate"]``, where pyflakes reads ``batch``): none is an undefined name, and the static
     stage says so, as flake8 would. tsai reads such loop-carried locals without a noqa (``n_in``
     in XceptionTime): a name its function binds is no module-level name the file lacks, so that
     passes too. A name nothing binds is reported, noqa for another code or not."""

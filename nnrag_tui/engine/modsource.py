@@ -19,7 +19,7 @@ from functools import cached_property
 from nnrag_tui.engine import scopes
 from nnrag_tui.engine.flow import reads_after_own_binding
 from nnrag_tui.engine.modulefiles import literals
-from nnrag_tui.engine.parse import is_dotted_name, is_main_guard
+from nnrag_tui.engine.parse import is_dotted_name, is_main_guard, shape_strings
 from nnrag_tui.engine.reach import load_time_calls, load_time_nodes
 from nnrag_tui.engine.patches import (
     attribute_store_roots,
@@ -656,11 +656,18 @@ def evaluates_annotations(node: ast.stmt) -> bool:
 
 
 def annotation_strings(ann: ast.expr):
-    """String constants in an annotation that are forward references (not ``Literal`` values)."""
+    """String constants in an annotation that are forward references (not ``Literal`` values,
+    nor the shapes of jaxtyping's ``Float[Tensor, "batch dim"]``: toto's validation failed on
+    the ``batch`` pyflakes reads in ``"batch #variate time_steps"``)."""
     stack = [ann]
     while stack:
         n = stack.pop()
         if isinstance(n, ast.Subscript) and (_dotted(n.value) or "").endswith("Literal"):
+            continue
+        shapes = shape_strings(n)
+        if shapes:
+            elts = n.slice.elts if isinstance(n.slice, ast.Tuple) else [n.slice]
+            stack += [n.value, *(e for e in elts if e not in shapes)]
             continue
         if isinstance(n, ast.Constant) and isinstance(n.value, str):
             yield n

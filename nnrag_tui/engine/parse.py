@@ -174,6 +174,27 @@ def dotted(node: ast.AST) -> str | None:
     return None
 
 
+# jaxtyping's array types: the strings in ``Float[Tensor, "batch #variate seq"]`` are shapes,
+# not forward references, though pyflakes reads ``batch`` in that one as a name
+JAXTYPING_TYPES = frozenset({
+    "Shaped", "Bool", "Key", "Num", "Inexact", "Float", "Complex", "Integer", "UInt", "Int",
+    "Real", "BFloat16", "Float8e4m3b11fnuz", "Float8e4m3fn", "Float8e4m3fnuz", "Float8e5m2",
+    "Float8e5m2fnuz", "Float16", "Float32", "Float64", "Complex64", "Complex128", "UInt2",
+    "UInt4", "UInt8", "UInt16", "UInt32", "UInt64", "Int2", "Int4", "Int8", "Int16", "Int32",
+    "Int64"})
+
+
+def shape_strings(node: ast.AST) -> list[ast.Constant]:
+    """The shape strings of a jaxtyping annotation ``Float[Tensor, "batch dim"]`` (the string
+    constants in the brackets of a subscripted ``JAXTYPING_TYPES`` name, as imported or as an
+    attribute of a module); empty for any other node."""
+    if not isinstance(node, ast.Subscript) or \
+            (dotted(node.value) or "").rsplit(".", 1)[-1] not in JAXTYPING_TYPES:
+        return []
+    elts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+    return [e for e in elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+
+
 def is_dotted_name(text: str) -> bool:
     """Whether ``text`` reads as a dotted name: ``mmdet.models``, ``CrossEntropyLoss``."""
     return all(part.isidentifier() for part in text.split("."))

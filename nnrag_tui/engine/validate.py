@@ -33,6 +33,7 @@ from typing import Any
 
 from nnrag_tui.engine import taxonomy
 from nnrag_tui.engine.namespace import namespace_writes
+from nnrag_tui.engine.parse import shape_strings
 from nnrag_tui.engine.taxonomy import Cause, failure_table, format_failure_table  # noqa: F401
 
 STAGES = ("parse", "compile", "static", "import", "instantiate", "forward")
@@ -437,6 +438,8 @@ def known_false_alarms(tree: ast.Module, code: str | None, found: list[dict]
     - the line says so, as flake8 reads it (``# noqa`` or ``# noqa: F821``): zuko's
       ``precedence[:, indices]  # noqa: F821`` reads the ``indices`` of the loop's previous
       iteration;
+    - the shapes of jaxtyping's ``Float[Tensor, "batch #variate"]``, where pyflakes reads
+      ``batch`` (``parse.shape_strings``);
     - the strings of a ``Literal[...]`` imported under another name (``from typing_extensions
       import Literal as Literal_typing_extensions``, as a clash rename makes it), which
       pyflakes takes for string annotations;
@@ -479,6 +482,9 @@ def known_false_alarms(tree: ast.Module, code: str | None, found: list[dict]
                 for c in ast.walk(n.slice):
                     if isinstance(c, ast.Constant) and isinstance(c.value, str):
                         out.update((name, c.lineno) for name in _names_pyflakes_reads(c.value))
+    for n in ast.walk(tree):
+        for c in shape_strings(n):
+            out.update((name, c.lineno) for name in _names_pyflakes_reads(c.value))
     functions = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef,
                                                              ast.AsyncFunctionDef))]
     for u in found:
