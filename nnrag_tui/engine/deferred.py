@@ -52,6 +52,7 @@ import textwrap
 from dataclasses import dataclass, field
 
 from nnrag_tui.engine.closure import Closure, NodeId
+from nnrag_tui.engine.modsource import ModuleSource
 from nnrag_tui.engine.nesting import LazyGroup
 from nnrag_tui.engine.parse import is_type_checking
 from nnrag_tui.engine.rewrite import indented
@@ -328,11 +329,14 @@ def _type_checking_parts(node: ast.AST) -> list[ast.AST]:
 def _under(closure: Closure, node: NodeId, line: int, kind) -> bool:
     """Whether ``line`` of the statement ``node`` is inside one of the parts ``kind`` gives
     of a node of it."""
-    for sub in ast.walk(closure.stmt(node).node):
-        for part in kind(sub):
-            if part.lineno <= line <= (part.end_lineno or part.lineno):
-                return True
-    return False
+    ms = closure.modules[node[0]]
+    return any(a <= line <= b for a, b in ms.stmt_fact(ms.stmts[node[1]], _part_spans, kind))
+
+
+def _part_spans(node: ast.stmt, kind) -> tuple[tuple[int, int], ...]:
+    """The lines of the parts ``kind`` gives of the nodes of a statement."""
+    return tuple((part.lineno, part.end_lineno or part.lineno)
+                 for sub in ast.walk(node) for part in kind(sub))
 
 
 def _reaches(edges: dict, start, goal) -> bool:
@@ -440,15 +444,28 @@ def _reordered(closure: Closure, module: tuple[str, str], code: list[NodeId],
 
 def _bound_names(closure: Closure, code: list[NodeId]
                  ) -> tuple[set[str], set[NodeId]] | None:
-    """The names the code binds as the file has them (after its renames), and the statements
-    whose annotations of such names go (``unannotated``), or None where a function that
-    declares them ``global`` cannot hold it (``x: int`` without a value, ``import *``, a
-    ``global`` statement of its own after a use). Checked on upstream's text: the renames
-    change no binding. A module's ``__all__`` is none of them: the file's is the block's,
-    which a run at the first call would replace."""
-    texts = {n: closure.modules[n[0]].stmt_text(closure.stmt(n)) for n in code}
-    plain = {n: unannotated(t) for n, t in texts.items()}
-    body = textwrap.indent("\n".join(plain[n] for n in code), "    ")
+    """The names the code (statements of one module) binds as the file has them (after its
+    renames), and the statements whose annotations of such names go (``unannotated``), or
+    None where a function that declares them ``global`` cannot hold it (``x: int`` without a
+    value, ``import *``, a ``global`` statement of its own after a use). Checked on upstream's
+    text, once per module and statements: the renames change no binding. A module's
+    ``__all__`` is none of them: the file's is the block's, which a run at the first call
+    would replace."""
+    ms = closure.modules[code[0][0]]
+    stmts = tuple(n[1] for n in code)
+    found = ms.memo(("deferred bound names", stmts), lambda: _upstream_bound(ms, stmts))
+    if found is None:
+        return None
+    upstream, changed = found
+    return ({closure.out_names.get(("def", code[0][0], name), name) for name in upstream},
+            {n for n in code if n[1] in changed})
+
+
+def _upstream_bound(ms: ModuleSource, stmts: tuple[int, ...]
+                    ) -> tuple[tuple[str, ...], frozenset[int]] | None:
+    texts = {i: ms.stmt_text(ms.stmts[i]) for i in stmts}
+    plain = {i: unannotated(t) for i, t in texts.items()}
+    body = textwrap.indent("\n".join(plain[i] for i in stmts), "    ")
     try:
         table = symtable.symtable(f"def _f():\n{body}", "<deferred>", "exec").get_children()[0]
         # (``__all__`` stays the function's: the file's own is the block's, last)
@@ -460,8 +477,7 @@ def _bound_names(closure: Closure, code: list[NodeId]
                     "exec", dont_inherit=True)
     except (SyntaxError, ValueError):
         return None
-    return ({closure.out_names.get(("def", code[0][0], name), name) for name in upstream},
-            {n for n in code if plain[n] != texts[n]})
+    return tuple(upstream), frozenset(i for i in stmts if plain[i] != texts[i])
 
 
 def unannotated(text: str) -> str:

@@ -261,7 +261,8 @@ class _CallReads:
             while todo:
                 m = todo.pop()
                 if m not in self.runs:
-                    self.runs[m] = call_run(self.builder.modules[m[0]].stmts[m[1]].node)
+                    ms = self.builder.modules[m[0]]
+                    self.runs[m] = ms.stmt_fact(ms.stmts[m[1]], call_run)
                 reads, calls = self.runs[m]
                 for r in reads:
                     out.update(self.targets.get((m, r), ()))

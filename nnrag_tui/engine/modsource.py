@@ -15,6 +15,7 @@ import re
 import symtable
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Any, Callable, Hashable, TypeVar
 
 from nnrag_tui.engine import scopes
 from nnrag_tui.engine.flow import reads_after_own_binding
@@ -31,6 +32,9 @@ from nnrag_tui.engine.patches import (
 )
 
 COMPREHENSIONS = frozenset({"listcomp", "setcomp", "dictcomp", "genexpr"})
+
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -100,6 +104,7 @@ class ModuleSource:
         self._literals: dict[int, frozenset[str]] = {}
         self._load_calls: dict[int, frozenset[str]] = {}
         self._subclasses: dict[int, dict[str, set[str]]] = {}
+        self._facts: dict[tuple, Any] = {}
 
     def nested_imports(self, st: TopStmt) -> list[tuple[ast.Import | ast.ImportFrom, bool]]:
         """(import, directly in a class body) for every import a function or class body
@@ -215,6 +220,20 @@ class ModuleSource:
         if hit is None:
             hit = self._load_calls[st.index] = frozenset(load_time_calls(st.node))
         return hit
+
+    def stmt_fact(self, st: TopStmt, fact: Callable[..., T], *args: Hashable) -> T:
+        """``fact(st.node, *args)``, worked out once per statement: what every block whose
+        closure holds the statement would work out again (gptqmodel's 243 blocks each hold
+        most of its 140,000 lines). The result is shared: read it, never change it."""
+        return self.memo((st.index, fact, args), lambda: fact(st.node, *args))
+
+    def memo(self, key: Hashable, compute: Callable[[], T]) -> T:
+        """``compute()``, worked out once per module source and ``key`` (see ``stmt_fact``)."""
+        try:
+            return self._facts[key]
+        except KeyError:
+            hit = self._facts[key] = compute()
+            return hit
 
     def stmt_text(self, st: TopStmt) -> str:
         return "".join(self.lines[st.line - 1 : st.end_line])

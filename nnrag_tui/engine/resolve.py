@@ -640,7 +640,8 @@ class _ClosureBuilder:
             return frozenset()
         eager = sorted({self.entries[n[0]].facts.relpath for n in nodes
                         if n not in typing and "annotations" not in self.modules[n[0]].future
-                        and evaluates_annotations(self.modules[n[0]].stmts[n[1]].node)})
+                        and self.modules[n[0]].stmt_fact(self.modules[n[0]].stmts[n[1]],
+                                                         evaluates_annotations)})
         if not eager:
             return frozenset()
         lazy = {n[0] for n in nodes if "annotations" in self.modules[n[0]].future}

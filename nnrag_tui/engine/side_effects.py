@@ -44,15 +44,15 @@ if TYPE_CHECKING:
 _DICT_BASES = frozenset({"dict", "UserDict", "OrderedDict", "defaultdict"})
 
 
-def _forwards_first_parameter(fn: ast.FunctionDef | ast.AsyncFunctionDef, callee: str) -> bool:
-    """Whether ``fn`` calls ``callee`` with its own first parameter as the first argument."""
+def _first_parameter_callees(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> frozenset[str]:
+    """The names ``fn`` calls with its own first parameter as the first argument."""
     params = [*fn.args.posonlyargs, *fn.args.args]
     if not params:
-        return False
+        return frozenset()
     first = params[0].arg
-    return any(isinstance(c, ast.Call) and isinstance(c.func, ast.Name) and c.func.id == callee
-               and c.args and isinstance(c.args[0], ast.Name) and c.args[0].id == first
-               for c in ast.walk(fn))
+    return frozenset(c.func.id for c in ast.walk(fn)
+                     if isinstance(c, ast.Call) and isinstance(c.func, ast.Name)
+                     and c.args and isinstance(c.args[0], ast.Name) and c.args[0].id == first)
 
 
 class SideEffects:
@@ -486,12 +486,13 @@ class SideEffects:
             for (user, name), key in list(self.b.refs.items()):
                 if key not in readers or user[0] not in self.index.entries:
                     continue
-                st = self.b.modules[user[0]].stmts[user[1]]
+                ms = self.b.modules[user[0]]
+                st = ms.stmts[user[1]]
                 if st.kind != "function":
                     continue
                 fkey = ("def", user[0], st.node.name)  # type: ignore[attr-defined]
                 new = readers[key] - readers.get(fkey, set())
-                if new and _forwards_first_parameter(st.node, name):  # type: ignore[arg-type]
+                if new and name in ms.stmt_fact(st, _first_parameter_callees):
                     readers.setdefault(fkey, set()).update(new)
                     grown = True
 
