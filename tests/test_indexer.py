@@ -10,6 +10,7 @@ import pytest
 from helpers import (block_keys, bump_mtime, copy_fixture, dump_index, git, git_env, path_config,
                      write_tree)
 
+from nnrag_tui.engine.config import parse_config
 from nnrag_tui.engine.extractor import INDEX_FILE, BlockExtractor
 from nnrag_tui.engine.indexer import POOL_THRESHOLD, Cancelled
 from nnrag_tui.engine.store import SCHEMA_VERSION, FileIndexStore
@@ -313,3 +314,28 @@ def test_editing_symbol_patterns_or_priority_rediscovers_without_parsing(repo, t
                                            "zoo.categories:BarPool2d"}
     report, back = run(repo, cache)
     assert report.parsed == 0 and back == everything
+
+
+ONE_MODULE = ("import torch\n\n\nclass Ensemble(torch.nn.Module):\n"
+              "    def forward(self, x):\n        return x\n")
+
+
+@pytest.mark.parametrize("top_level", [True, False], ids=["top_level.txt", "RECORD only"])
+def test_a_distribution_of_one_module_file_is_indexed(top_level, tmp_path, monkeypatch):
+    """TabM installs one file, ``tabm.py``, and no package folder: a ``dist`` source of it
+    said "has no Python packages". Its module is indexed, whether the wheel lists it in
+    ``top_level.txt`` or only in ``RECORD``."""
+    site = tmp_path / "site"
+    info = "onemod-0.3.dist-info"
+    files = {"onemod.py": ONE_MODULE,
+             f"{info}/METADATA": "Metadata-Version: 2.1\nName: onemod\nVersion: 0.3\n",
+             f"{info}/RECORD": f"onemod.py,,\n{info}/METADATA,,\n{info}/RECORD,,\n"}
+    if top_level:
+        files[f"{info}/top_level.txt"] = "onemod\n"
+    write_tree(site, files)
+    monkeypatch.syspath_prepend(str(site))
+    cfg = parse_config({"onemod": {"dist": "onemod"}})
+    with BlockExtractor(cfg, cache_dir=tmp_path / "cache") as ex:
+        report = ex.index()
+        assert (report.files, report.failed) == (1, 0)
+        assert block_keys(ex.blocks()) == {"onemod:Ensemble"}

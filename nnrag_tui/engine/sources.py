@@ -89,13 +89,15 @@ class RepoCache:
             if not top:
                 top = sorted(
                     {
-                        f.parts[0]
+                        f.parts[0] if len(f.parts) > 1 else f.stem
                         for f in (dist.files or [])
-                        if len(f.parts) > 1 and not f.parts[0].endswith((".dist-info", ".data"))
+                        if not f.parts[0].endswith((".dist-info", ".data"))
                         and f.suffix == ".py"
                     }
                 )
-            subdirs = tuple(top)
+            # a distribution of one module file (TabM's ``tabm.py``) has no package folder
+            subdirs = tuple(t if (root / t).is_dir() or not (root / f"{t}.py").is_file()
+                            else f"{t}.py" for t in top)
         if not subdirs:
             raise SourceError(f"{src.name}: distribution {src.location!r} has no Python packages")
         version = dist.version
