@@ -39,7 +39,8 @@ class Stamped(nn.Module):
 
 def compare(tmp_path: Path, generated: str, upstream: str = UPSTREAM,
             name: str = "Stamped", stubs: tuple[str, ...] = (),
-            renamed: dict[str, str] | None = None, installed: tuple[str, ...] = ()) -> dict:
+            renamed: dict[str, str] | None = None, installed: tuple[str, ...] = (),
+            call_sites: list[dict] | None = None) -> dict:
     pkg = tmp_path / "src" / "pkgd"
     pkg.mkdir(parents=True, exist_ok=True)
     (pkg / "__init__.py").write_text("")
@@ -51,7 +52,7 @@ def compare(tmp_path: Path, generated: str, upstream: str = UPSTREAM,
          str(tmp_path / "src"), *(f"--stub={pkg}" for pkg in stubs),
          *(f"--stub-installed={pkg}" for pkg in installed)],
         input=json.dumps({"key": f"pkgd.blocks:{name}", "file": str(gen),
-                          "renamed": renamed or {}}) + "\n",
+                          "renamed": renamed or {}, "call_sites": call_sites or []}) + "\n",
         capture_output=True, text=True, timeout=300, check=False)
     assert proc.returncode == 0, proc.stderr[-2000:]
     return json.loads(proc.stdout)
@@ -733,3 +734,33 @@ def test_a_generated_file_that_imports_alone_but_not_beside_upstream_is_not_comp
     assert r["verdict"] == "not_comparable", r
     assert r["reason"] == ("the generated file imports alone, not beside upstream's modules: "
                            "RuntimeError: the logger is configured already"), r
+
+
+KINDS = """\
+import enum
+
+import torch.nn as nn
+
+
+class {kind}(enum.Enum):
+    small = 4
+    large = 8
+
+
+class Encoder(nn.Module):
+    def __init__(self, kind=None):
+        super().__init__()
+        self.fc = nn.Linear((kind or {kind}.small).value, 2)
+
+    def forward(self, x):
+        return self.fc(x)
+"""
+
+
+def test_a_call_site_naming_a_class_the_file_renames_reads_the_renamed_class(tmp_path):
+    # PyTorch Frame's ``EmbeddingEncoder(stype=stype.categorical)``: the file renames the
+    # class ``stype`` to ``stype__stype`` for a clash, and the call site's text is upstream's
+    sites = [{"args": [], "kwargs": {"kind": "stype.large"}, "where": "pkgd.models:3"}]
+    r = compare(tmp_path, KINDS.format(kind="stype__stype"), KINDS.format(kind="stype"),
+                "Encoder", renamed={"stype__stype": "stype"}, call_sites=sites)
+    assert r["verdict"] == "same", r
