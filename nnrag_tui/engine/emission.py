@@ -251,7 +251,7 @@ class _CallReads:
                  targets: dict[tuple[NodeId, str], tuple[NodeId, ...]]) -> None:
         self.builder = builder
         self.targets = targets
-        self.runs: dict[NodeId, tuple[set[str], set[str]]] = {}
+        self.runs: dict[NodeId, tuple[frozenset[str], frozenset[str]]] = {}
         self.reached: dict[NodeId, frozenset[NodeId]] = {}
 
     def __call__(self, callee: NodeId) -> frozenset[NodeId]:

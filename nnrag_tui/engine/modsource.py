@@ -13,9 +13,10 @@ import ast
 import functools
 import re
 import symtable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Callable, Hashable, TypeVar
+from typing import Any, TypeVar
 
 from nnrag_tui.engine import scopes
 from nnrag_tui.engine.flow import reads_after_own_binding

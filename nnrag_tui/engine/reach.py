@@ -168,11 +168,11 @@ def load_time_nodes(node: ast.stmt, annotations: bool = True):
             todo.extend(ast.iter_child_nodes(n))
 
 
-def call_run(node: ast.stmt) -> tuple[set[str], set[str]]:
+def call_run(node: ast.stmt) -> tuple[frozenset[str], frozenset[str]]:
     """(names and ``module.name`` chains read, those called) in what runs when what ``node``
     defines is called: a function's body; for a class, its ``INSTANCE_CREATION`` methods and
     what they reach through ``self.x``, with its bases as called (their ``__init__`` runs
-    too)."""
+    too). Frozen: engine.emission keeps them per statement, for every block."""
     if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
         bodies: list[ast.AST] = list(node.body)
         extra: set[str] = set()
@@ -181,9 +181,9 @@ def call_run(node: ast.stmt) -> tuple[set[str], set[str]]:
                   for st in fn.body]  # type: ignore[attr-defined]
         extra = {b.id for b in node.bases if isinstance(b, ast.Name)}
     else:
-        return set(), set()
+        return frozenset(), frozenset()
     reads, calls = _run_of(bodies)
-    return reads, calls | extra
+    return frozenset(reads), frozenset(calls | extra)
 
 
 def method_calls(cls: ast.ClassDef, methods: tuple[str, ...]) -> set[str]:
