@@ -329,7 +329,9 @@ def test_a_distribution_of_one_module_file_is_indexed(top_level, tmp_path, monke
     info = "onemod-0.3.dist-info"
     files = {"onemod.py": ONE_MODULE,
              f"{info}/METADATA": "Metadata-Version: 2.1\nName: onemod\nVersion: 0.3\n",
-             f"{info}/RECORD": f"onemod.py,,\n{info}/METADATA,,\n{info}/RECORD,,\n"}
+             # (a script the wheel installs beside the interpreter is no module of it)
+             f"{info}/RECORD": (f"onemod.py,,\n../../bin/onemod-cli.py,,\n"
+                                f"{info}/METADATA,,\n{info}/RECORD,,\n")}
     if top_level:
         files[f"{info}/top_level.txt"] = "onemod\n"
     write_tree(site, files)

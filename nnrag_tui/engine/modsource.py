@@ -226,10 +226,15 @@ class ModuleSource:
         """``fact(st.node, *args)``, worked out once per statement: what every block whose
         closure holds the statement would work out again (gptqmodel's 243 blocks each hold
         most of its 140,000 lines). The result is shared: read it, never change it."""
-        return self.memo((st.index, fact, args), lambda: fact(st.node, *args))
+        key = (st.index, fact, args)
+        try:
+            return self._facts[key]
+        except KeyError:  # (not through ``memo``: this runs per statement per block)
+            hit = self._facts[key] = fact(st.node, *args)
+            return hit
 
     def memo(self, key: Hashable, compute: Callable[[], T]) -> T:
-        """``compute()``, worked out once per module source and ``key`` (see ``stmt_fact``)."""
+        """``compute()``, worked out once per module source and ``key`` (as ``stmt_fact``'s)."""
         try:
             return self._facts[key]
         except KeyError:

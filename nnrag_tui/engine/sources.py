@@ -92,7 +92,7 @@ class RepoCache:
                         f.parts[0] if len(f.parts) > 1 else f.stem
                         for f in (dist.files or [])
                         if not f.parts[0].endswith((".dist-info", ".data"))
-                        and f.suffix == ".py"
+                        and f.parts[0] != ".." and f.suffix == ".py"  # (scripts in bin/)
                     }
                 )
             # a distribution of one module file (TabM's ``tabm.py``) has no package folder
