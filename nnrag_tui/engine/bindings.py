@@ -34,6 +34,8 @@ class ModuleEntry:
     classes: dict[str, Symbol] = field(default_factory=dict)  # by qualname, nested included
     imports: dict[str, list[ImportRecord]] = field(default_factory=dict)
     stars: list[ImportRecord] = field(default_factory=list)
+    # the names its ``__getattr__`` provides by an import (engine.lazyattr)
+    lazy: dict[str, ImportRecord] = field(default_factory=dict)
 
     @classmethod
     def from_facts(cls, source: str, priority: int, file_id: int,
@@ -51,6 +53,7 @@ class ModuleEntry:
                 e.imports.setdefault(imp.bound, []).append(imp)
         for recs in e.imports.values():
             recs.sort(key=lambda r: GUARD_RANK.get(r.guard.kind, 9))
+        e.lazy = {imp.bound: imp for imp in facts.lazy_imports}
         return e
 
     @property
@@ -199,6 +202,17 @@ class ModuleIndex:
         return t
 
     def _lookup(self, entry: ModuleEntry, name: str, depth: int) -> Target:
+        lazy = entry.lazy.get(name)
+        if lazy is not None:
+            # PEP 562: the module binds the name by no statement (a value-less annotation at
+            # most), and its ``__getattr__`` makes it when asked (engine.lazyattr)
+            # (no target: a branch that computes the value, or runs code first)
+            t = self.follow_import(entry, lazy, depth) if lazy.target else None
+            if t is None or t.kind == "unresolved":
+                return Target("unresolved", name, note=(
+                    f"made by {entry.module}'s module `__getattr__` (line {lazy.line}) "
+                    "when asked for, which is not followed"))
+            return t
         if name in entry.defs:
             return Target("def", name, entry)
         recs = entry.imports.get(name)
@@ -358,6 +372,15 @@ class ModuleIndex:
             else:
                 return t
         return t
+
+    def through_getattr(self, entry: ModuleEntry, dotted: str) -> bool:
+        """Whether the last attribute of ``a.b.X`` used in ``entry`` is one its module's
+        ``__getattr__`` imports when asked (engine.lazyattr): reading it runs that import."""
+        head, _, last = dotted.rpartition(".")
+        if not head:
+            return False
+        t = self.resolve_dotted(entry, head)
+        return t.kind == "module" and t.entry is not None and last in t.entry.lazy
 
     def exports(self, entry: ModuleEntry) -> frozenset[str]:
         """Names ``from entry import *`` binds."""

@@ -119,6 +119,10 @@ class Closure:
     # import (engine.deferred)
     deferred_code: dict[tuple[str, str], tuple[int, tuple[NodeId, ...]]] = \
         field(default_factory=dict)
+    # (statement, first line of a statement inside one of its functions) -> the definition a
+    # chain there reads through a module ``__getattr__``, which imports its module then: a
+    # site of engine.deferred, as an import inside a function is (engine.lazyattr)
+    lazy_reads: dict[tuple[NodeId, int], BindKey] = field(default_factory=dict)
 
     def stmt(self, node: NodeId) -> TopStmt:
         return self.modules[node[0]].stmts[node[1]]

@@ -40,7 +40,14 @@ runs, and ``Model.load`` imports ``archival`` back, a function that may be calle
 function marks its module as run before running it, as upstream puts a module in
 ``sys.modules`` first, so the import back gets it as far as it ran, and unmarks it where it
 fails. Where one of a group's modules cannot be such a function, the group stays in its
-``try`` (engine.nesting).
+``try`` (engine.nesting). A module of a group that another module imports as it loads, right
+in a ``try`` that catches ImportError (PennyLane's ``allocation.py``: ``try: import jax; from
+pennylane.capture import QpPrimitive``), is called there too: without the package it raises
+there, and the fallback holds, as upstream's does.
+
+A read through a module ``__getattr__`` that imports its module then (``capture.QpPrimitive``
+in a method: engine.lazyattr) is a site as an import inside a function is: the call goes
+right above the statement that reads it.
 """
 
 from __future__ import annotations
@@ -80,6 +87,9 @@ class DeferredRun:
     starts: dict[NodeId, int] = field(default_factory=dict)  # its statements' first lines
     # its statements whose annotations of the names they assign go (``unannotated``)
     unannotated: set[NodeId] = field(default_factory=set)
+    # the sites of ``sites`` that are no import inside a function: a module-level import in a
+    # ``try`` that catches ImportError (engine.nesting's ``_caught_imports``)
+    caught: list[tuple[NodeId, int]] = field(default_factory=list)
 
     def note_text(self, closure: Closure) -> str:
         """The header's note on the module, replacing the one that says its code runs as
@@ -87,13 +97,13 @@ class DeferredRun:
         ms = closure.modules[self.module]
         lines = ", ".join(f"{ms.stmts[n[1]].line}-{ms.stmts[n[1]].end_line}" for n in self.nodes)
         if self.importers:  # (a module of a lazy group, engine.nesting)
-            how = ("only inside functions and by modules imported there, as they run" if
+            how = (f"only {self._inside()} and by modules imported there, as they run" if
                    self.sites else "only by modules imported inside functions, as they run")
             return (f"{self.relpath} is imported upstream {how}, so it runs at the first "
                     f"such import; here its lines {lines} run in `{self.runner}()`, which "
                     f"{self._callers(closure)}")
-        return (f"{self.relpath} is imported only inside "
-                f"functions upstream ({self.where(closure)}), so its module-level code runs at "
+        return (f"{self.relpath} is imported only {self._inside()} upstream "
+                f"({self.where(closure)}), so its module-level code runs at "
                 f"the first such import; here its lines {lines} run in `{self.runner}()`, "
                 "which each of those imports calls first")
 
@@ -104,9 +114,18 @@ class DeferredRun:
                 f"{', '.join(names[:-1])} and {names[-1]} call")
         said += " where upstream's import of it is"
         if self.sites:
-            said = (f"the imports of it inside functions call first "
+            said = (f"the imports of it {self._inside()} call first "
                     f"({self.where(closure)}), and {said}")
         return said
+
+    def _inside(self) -> str:
+        """Where upstream imports it: in functions, or at the top level of a module in a
+        ``try`` that catches ImportError (``caught``), or both."""
+        caught = "in a `try` that catches ImportError"
+        if not self.caught:
+            return "inside functions"
+        return caught if set(self.sites) <= set(self.caught) else \
+            f"inside functions and {caught}"
 
     def where(self, closure: Closure) -> str:
         sites = sorted({(closure.entries[n[0]].facts.relpath, line) for n, line in self.sites})
@@ -120,7 +139,7 @@ class DeferredRun:
                     "upstream runs it then")
         else:
             said = (f"indented, inside `{self.runner}()`, which the imports of its module "
-                    f"inside functions call first ({self.where(closure)}), as upstream runs "
+                    f"{self._inside()} call first ({self.where(closure)}), as upstream runs "
                     "it then")
         if node in self.unannotated:
             said += ("; the annotations of the names it assigns dropped (`X: T = v` -> "
@@ -244,6 +263,12 @@ def _group_runs(closure: Closure, g: LazyGroup, inside: set[NodeId],
             if user in inside:
                 return None  # (a statement emitted inside another, elsewhere)
             edits.append((user, line, key[1], _under(closure, user, line, _function_parts)))
+    for (user, line), key in closure.lazy_reads.items():
+        # a read through a module ``__getattr__``, inside a function (engine.lazyattr)
+        if key[1] in modules and key[1] != user[0] and user in position and user not in never:
+            if user in inside:
+                return None
+            edits.append((user, line, key[1], True))
     edited = {(user[0], line) for user, line, _, _ in edits}
     # the imports at their top level of one another, which are no statement of the file
     calls: dict[tuple[str, str], dict[tuple[str, str], int]] = {m: {} for m in modules}
@@ -278,8 +303,10 @@ def _group_runs(closure: Closure, g: LazyGroup, inside: set[NodeId],
         bound, plain = found
         bound |= {closure.externals[i].bound for i in externals}
         runner, flag = names[m]
+        # (a module outside the group imports it at its top level only in a ``try`` that
+        # catches ImportError: engine.nesting's ``_caught_imports``)
         sites = sorted({(user, line) for user, line, o, in_function in edits
-                        if o == m and in_function})
+                        if o == m and (in_function or user[0] not in modules)})
         importers = sorted({names[o][0] for o in modules if m in calls[o]} |
                            {names[user[0]][0] for user, _, o, in_function in edits
                             if o == m and user[0] in modules and not in_function})
@@ -289,7 +316,9 @@ def _group_runs(closure: Closure, g: LazyGroup, inside: set[NodeId],
             closure.entries[m].facts.relpath,
             True, sorted((line, names[o][0]) for o, line in calls[m].items()),
             externals, m in reentrant, importers,
-            {n: closure.stmt(n).line for n in mine[m]}, plain))
+            {n: closure.stmt(n).line for n in mine[m]}, plain,
+            sorted({(user, line) for user, line, o, in_function in edits
+                    if o == m and not in_function and user[0] not in modules})))
     return made
 
 
@@ -364,7 +393,9 @@ def _deferred_run(closure: Closure, module: tuple[str, str], note: int, code: li
                 return None
             users.add(d.user)
     sites = sorted({(user, line) for (user, line, _bound), key in closure.guarded_imports.items()
-                    if user in users and key and key[0] == "def" and key[1] == module})
+                    if user in users and key and key[0] == "def" and key[1] == module} |
+                   {(user, line) for (user, line), key in closure.lazy_reads.items()
+                    if user in users and key[1] == module})
     if not sites or {u for u, _ in sites} != users:
         return None
     code_set = set(code)

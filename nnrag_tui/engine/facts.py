@@ -21,6 +21,9 @@ class Guard:
 
 
 NO_GUARD = Guard()
+# the Guard.kind of ``ModuleFacts.lazy_imports``: an import in a module's ``__getattr__``,
+# its span that function's (engine.lazyattr)
+GETATTR = "getattr"
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +107,9 @@ class ModuleFacts:
     # folders the module puts on ``sys.path`` as it runs, relative to the source's root like
     # ``relpath`` (engine.syspath)
     path_inserts: tuple[str, ...] = ()
+    # the imports by which the module's ``__getattr__`` provides a name (PEP 562), each bound
+    # to the name it provides; guard kind "getattr" (engine.lazyattr)
+    lazy_imports: tuple[ImportRecord, ...] = ()
 
     @property
     def ok(self) -> bool:

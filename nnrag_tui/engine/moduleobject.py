@@ -55,8 +55,11 @@ def is_object_key(key: tuple[str, str]) -> bool:
 
 
 def namespace(index, entry) -> list[str]:
-    """The names ``entry``'s module binds at its top level, as ``getattr`` finds them."""
-    names = set(entry.defs) | set(entry.imports)
+    """The names ``entry``'s module binds at its top level, as ``getattr`` finds them. Those
+    its ``__getattr__`` makes when asked (engine.lazyattr) are none: upstream's module holds
+    one only once something asked, and copying it would run what upstream's runs then as the
+    file loads."""
+    names = (set(entry.defs) | set(entry.imports)) - set(entry.lazy)
     for star in entry.stars:
         src = index.find_module(star.target, entry.source)
         if src is not None:

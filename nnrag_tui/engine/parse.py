@@ -16,6 +16,7 @@ import stat
 import sys
 import warnings
 
+from nnrag_tui.engine import lazyattr  # (a module: it reads ``dotted`` from this one)
 from nnrag_tui.engine.facts import NO_GUARD, Guard, ImportRecord, ModuleFacts, Symbol
 from nnrag_tui.engine.namespace import namespace_writes
 from nnrag_tui.engine.syspath import sys_path_folders
@@ -126,6 +127,9 @@ def parse_bytes(data: bytes, relpath: str, sha1: str | None = None) -> ModuleFac
         # (not what only a script run does: ``if __name__ == "__main__":``)
         path_inserts=sys_path_folders([st for st in tree.body if not is_main_guard(st)],
                                       relpath) if b"sys.path" in data else (),
+        lazy_imports=lazyattr.lazy_imports(
+            tree.body, lambda level, name: resolve_relative(module, is_pkg, level, name))
+        if b"__getattr__" in data else (),
     )
 
 

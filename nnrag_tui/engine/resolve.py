@@ -40,6 +40,7 @@ from nnrag_tui.engine.facts import Block, ImportRecord
 from nnrag_tui.engine.flow import definitely_bound
 from nnrag_tui.engine.import_locations import handed_lists, location_notes
 from nnrag_tui.engine.imported_along import Edges, RunOrder
+from nnrag_tui.engine.lazyattr import read_sites
 from nnrag_tui.engine.modsource import (
     ModuleSource,
     TopStmt,
@@ -319,6 +320,9 @@ class _ClosureBuilder:
         self.local_modules: list[tuple[NodeId, ImportRecord, Target, bool, str]] = []
         self.object_notes: dict[tuple[str, str], int] = {}  # module object -> its note
         self.deferred_code: dict[tuple[str, str], tuple[int, tuple[NodeId, ...]]] = {}
+        # (statement, first line of a statement inside a function of it) -> the definition
+        # a chain there reads through a module ``__getattr__`` (engine.lazyattr)
+        self.lazy_reads: dict[tuple[NodeId, int], BindKey] = {}
         self.effects = SideEffects(self)
 
     # -- graph -----------------------------------------------------------------------------
@@ -624,7 +628,7 @@ class _ClosureBuilder:
                        self.unresolved, self.notes, sorted(future), self.early_refs,
                        self.module_files, self.unsure, emptied, scopes,
                        self.r.external_packages, quoted, self.relocated_files, typing,
-                       self.deferred_code)
+                       self.deferred_code, self.lazy_reads)
 
     def quoted_annotations(self, nodes: list[NodeId], future: list[str],
                            typing: frozenset[NodeId]) -> frozenset[tuple[str, str]]:
@@ -1205,18 +1209,35 @@ class _ClosureBuilder:
         at_load = ms.load_chains(st, name) if load else frozenset()
         done: set[str] = set()
         found = False
+        where = f"{entry.module}:{st.line}"
         for chain in chains:
             if any(chain.startswith(d + ".") for d in done):
                 continue
             now = chain in at_load
             ct = self.index.resolve_dotted(entry, chain)
+            if ct.kind == "unresolved" and self.index.through_getattr(entry, chain):
+                # made by a module ``__getattr__`` not followed (engine.lazyattr): the module
+                # object standing in for the module lacks it, as the header says
+                self.unresolved.append((chain, where))
+                self.deps.append(Dependency(node, chain, "unresolved", "", "none", 0.0, now,
+                                            (), ct.note))
+                continue
             if ct.kind == "def" and not ct.attr and ct.entry is not None:
                 nodes = self.add_binders(ct.entry, ct.name)
                 key = ("def", ct.entry.key, ct.name)
                 self.chains.setdefault(node, {})[chain] = key
                 self.avoid_capture(key, node)
-                self.deps.append(Dependency(node, chain, "definition", ct.qualified,
-                                            "attribute", ct.confidence, now, nodes))
+                sites = None if now or not self.index.through_getattr(entry, chain) else \
+                    read_sites(st.node, chain, ms.lines)
+                if sites:
+                    # read only in functions, through a module ``__getattr__`` that imports
+                    # it then (engine.lazyattr): as an import inside those functions
+                    self.lazy_reads.update(((node, line), key) for line in sites)
+                    self.deps.append(Dependency(node, chain, "definition", ct.qualified,
+                                                "local-import", ct.confidence, False, nodes))
+                else:
+                    self.deps.append(Dependency(node, chain, "definition", ct.qualified,
+                                                "attribute", ct.confidence, now, nodes))
                 done.add(chain)
                 found = True
             elif ct.kind == "external":
@@ -1228,7 +1249,6 @@ class _ClosureBuilder:
                                             ct.confidence, now))
                 done.add(chain)
                 found = True
-        where = f"{entry.module}:{st.line}"
         for chain in sorted(chains, key=lambda c: (-len(c), c)):
             # ``getattr(litgpt.lora, name)``: a submodule reached by a chain, used as a value
             ct = self.index.resolve_dotted(entry, chain)

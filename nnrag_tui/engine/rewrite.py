@@ -101,8 +101,8 @@ def rewrite_statement(
     early = early or {}
     if home is not None and not _relative_import_text(text):
         home = None
-    if not renames and not chains and not imports.guarded and not early and home is None \
-            and not quote:
+    if not renames and not chains and not imports.guarded and not imports.runs and \
+            not early and home is None and not quote:
         return text, []
     out, log = _cached(text, tuple(sorted(renames.items())), tuple(sorted(chains.items())),
                        imports.key(), tuple(sorted(early.items())), home, quote)
@@ -177,7 +177,28 @@ def _rewrite(text: str, renames: dict[str, str], chains: dict[str, str],
     if imports.guarded:
         walker.alone = _alone_in_block(tree, walker.leaves_nothing)
     walker.run(tree, table)
+    if imports.runs:
+        _run_before_reads(tree, ed, imports.runs)
     return ed.apply(), ed.log
+
+
+def _run_before_reads(tree: ast.AST, ed: _Edits, runs: dict[int, tuple[str, ...]]) -> None:
+    """The functions of ``runs`` at a line where no import is: a statement there reads a
+    name through a module ``__getattr__`` that imports its module as it is read
+    (engine.lazyattr), and each call goes right above it, at its indentation."""
+    imports = {n.lineno for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))}
+    for line, called in sorted(runs.items()):
+        if line in imports or not 0 < line <= len(ed.lines):
+            continue
+        text = ed.lines[line - 1]
+        indent = text[: len(text) - len(text.lstrip(b" \t"))]
+        pad = indent.decode("utf-8")
+        ed.add_span((line, 0, line, len(indent)),
+                    "".join(f"{pad}{run}()\n" for run in called) + pad,
+                    f"calls `{called[0]}()` first" if len(called) == 1 else
+                    f"calls {', '.join(f'`{c}()`' for c in called)} first")
+        ed.log[-1] += (", which runs the module-level code of the module upstream's module "
+                       "`__getattr__` imports as the line reads a name from it")
 
 
 def _alone_in_block(tree: ast.AST, leaves_nothing) -> set[int]:

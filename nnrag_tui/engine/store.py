@@ -14,12 +14,13 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from nnrag_tui.engine.errors import StoreError
-from nnrag_tui.engine.facts import Block, Guard, ImportRecord, ModuleFacts, Symbol
+from nnrag_tui.engine.facts import GETATTR, Block, Guard, ImportRecord, ModuleFacts, Symbol
 
-SCHEMA_VERSION = 14  # 7: files.namespace_writes; 8: symbols.alias; 9: no script-only
+SCHEMA_VERSION = 15  # 7: files.namespace_writes; 8: symbols.alias; 9: no script-only
 # symbols; 10: an ``if TYPE_CHECKING:`` under a ``try``/``if`` guards as type_checking;
 # 11: a computed ``__all__`` leaves all_names unknown; 12: files.path_inserts; 13: not those of
-# a script run; 14: symbols.call_runs
+# a script run; 14: symbols.call_runs; 15: a module ``__getattr__``'s imports (the imports
+# table's rows of guard kind "getattr": ModuleFacts.lazy_imports)
 BUSY_TIMEOUT_MS = 60_000
 
 SCHEMA = """
@@ -240,7 +241,7 @@ class FileIndexStore:
             "INSERT INTO imports(file_id, bound, module, name, asname, level, target, line,"
             " end_line, guard) VALUES (?,?,?,?,?,?,?,?,?,?)",
             [(fid, i.bound, i.module, i.name, i.asname, i.level, i.target, i.line, i.end_line,
-              _guard_json(i.guard)) for i in facts.imports])
+              _guard_json(i.guard)) for i in (*facts.imports, *facts.lazy_imports)])
         return fid
 
     def failed_count(self, source_id: int) -> int:
@@ -290,12 +291,13 @@ class FileIndexStore:
                 tuple(json.loads(r[13])), bool(r[14]), tuple(json.loads(r[15])), r[16],
                 _guard(r[17]), r[18], r[19], bool(r[20])))
         imps: dict[int, list[ImportRecord]] = {}
+        lazy: dict[int, list[ImportRecord]] = {}
         for r in self.db.execute(
             "SELECT file_id, bound, module, name, asname, level, target, line, end_line, guard"
             " FROM imports ORDER BY id"
         ):
-            imps.setdefault(r[0], []).append(
-                ImportRecord(r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], _guard(r[9])))
+            rec = ImportRecord(r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], _guard(r[9]))
+            (lazy if rec.guard.kind == GETATTR else imps).setdefault(r[0], []).append(rec)
         out = []
         for r in self.db.execute(
             "SELECT s.name, s.priority, f.id, f.relpath, f.module, f.is_package, f.sha1, f.size,"
@@ -307,7 +309,8 @@ class FileIndexStore:
             out.append((r[0], r[1], fid, ModuleFacts(
                 r[3], r[4], bool(r[5]), r[6], r[7], tuple(syms.pop(fid, ())),
                 tuple(imps.pop(fid, ())), tuple(json.loads(r[9])) if r[9] else None, r[10],
-                r[8], tuple(json.loads(r[11])), tuple(json.loads(r[12])))))
+                r[8], tuple(json.loads(r[11])), tuple(json.loads(r[12])),
+                tuple(lazy.pop(fid, ())))))
         return out
 
     def source_roots(self) -> dict[str, dict]:

@@ -1,0 +1,132 @@
+"""A name a module provides through its ``__getattr__`` (PEP 562): PennyLane's
+``capture/__init__.py`` declares ``QpPrimitive: "Type[...]"`` with no value and imports the class
+in ``__getattr__`` when asked for it. The declaration binds nothing; the import does."""
+
+import torch
+from helpers import path_config, write_tree
+
+from nnrag_tui.engine.extractor import BlockExtractor
+from nnrag_tui.engine.parse import parse_bytes
+
+GETATTR_MODULE = '''\
+from typing import Type
+
+Scale: "Type[object]"
+Shift: type
+Made: type
+Checked: type
+Loaded: type
+Bound = 3
+
+
+def __getattr__(key):
+    """Lazily provides what needs the heavy modules."""
+    if key == "Scale":
+        from .heavy import Scale
+
+        return Scale
+    elif key == "Shift":
+        from .heavy import Shift as _Shift
+        return _Shift
+    if key == "Made":
+        from .heavy import make
+        return make()
+    if key == "Checked":
+        require("heavy")
+        from .heavy import Scale
+        return Scale
+    if key == "Bound":
+        from .heavy import Scale as Bound
+        return Bound
+    raise AttributeError(key)
+'''
+
+
+def test_the_index_records_the_imports_a_module_getattr_answers_with():
+    facts = parse_bytes(GETATTR_MODULE.encode(), "apkg/__init__.py")
+    found = {r.bound: (r.target, r.name, r.asname, r.line) for r in facts.lazy_imports}
+    # a value it computes, or code it runs first, is recorded with no import to follow (at
+    # the line of its branch); a name the module binds by a statement is that statement's
+    assert found == {"Scale": ("apkg.heavy", "Scale", None, 14),
+                     "Shift": ("apkg.heavy", "Shift", "_Shift", 18),
+                     "Made": ("", None, None, 20), "Checked": ("", None, None, 23),
+                     # declared, and made by no branch of that shape: at the function's line
+                     "Loaded": ("", None, None, 11)}
+    assert all(r.guard.kind == "getattr" for r in facts.lazy_imports)
+    # none of them is an import of the module's top level
+    assert not {r.bound for r in facts.imports} & set(found)
+
+
+def _extract(tmp_path, files: dict[str, str], name: str = "Net") -> str:
+    root = write_tree(tmp_path / "repo", files)
+    with BlockExtractor(path_config({"r": root}), cache_dir=tmp_path / "cache",
+                        data_dir=tmp_path / "data") as ex:
+        ex.index()
+        result = ex.extract_single_block(name)
+        assert result.ok, result.error
+        assert result.generated.unresolved == []
+        return result.generated.code
+
+
+LAZY_PACKAGE = {
+    "apkg/__init__.py": GETATTR_MODULE,
+    "apkg/heavy.py": ("import os\n\nif os.sep:\n    FACTOR = 2.0\n\n\nclass Scale:\n"
+                      "    factor = FACTOR\n\n\nclass Shift:\n    by = 1.0\n\n\n"
+                      "def make():\n    return Scale\n"),
+}
+
+
+def test_a_read_through_module_getattr_gets_the_class_and_runs_its_module_then(tmp_path):
+    """``apkg.Scale`` in a method: upstream's ``__getattr__`` imports ``apkg.heavy`` as the
+    method reads it. The file has the class, and the module's code runs right before that
+    read, not as the file is imported (before, ``apkg.Scale`` led to the declaration, which
+    binds nothing)."""
+    code = _extract(tmp_path, {**LAZY_PACKAGE, "apkg/net.py": (
+        "import apkg\nfrom torch import nn\n\n\nclass Net(nn.Module):\n"
+        "    def forward(self, x):\n        y = x + 0\n        return y * apkg.Scale.factor\n")})
+    assert "class Scale:" in code and "Type[object]" not in code
+    assert "        y = x + 0\n        _run_heavy()\n        return y * Scale.factor\n" in code
+    assert ("apkg/net.py:5: calls `_run_heavy()` first, which runs the module-level code of "
+            "the module upstream's module `__getattr__` imports as the line reads a name from "
+            "it") in code
+    namespace: dict = {}
+    exec(compile(code, "Net.py", "exec"), namespace)
+    assert "FACTOR" not in namespace  # (nothing of apkg.heavy ran as the file loaded)
+    assert namespace["Net"]()(torch.ones(2)).tolist() == [2.0, 2.0]
+    assert namespace["FACTOR"] == 2.0
+
+
+def test_an_import_from_a_module_getattr_at_load_is_an_import_of_what_it_imports(tmp_path):
+    """``from apkg import Shift`` at a module's top level runs ``__getattr__`` as that module
+    loads: the file has the class ``heavy`` defines, under the name the import binds."""
+    code = _extract(tmp_path, {**LAZY_PACKAGE, "apkg/net.py": (
+        "from apkg import Shift\nfrom torch import nn\n\n\nclass Net(nn.Module):\n"
+        "    def forward(self, x):\n        return x + Shift.by\n")})
+    assert "class Shift:\n    by = 1.0\n" in code and "Shift: type" not in code
+    namespace: dict = {}
+    exec(compile(code, "Net.py", "exec"), namespace)
+    assert namespace["Net"]()(torch.zeros(1)).tolist() == [1.0]
+
+
+def test_a_name_a_module_getattr_computes_is_reported_unresolved(tmp_path):
+    """``apkg.Made`` is what ``__getattr__`` returns from a call: not followed, so the header
+    says it is unresolved and where it is read, instead of the declaration ``Made: type``
+    standing for it unsaid. The file reads it from the module object, and has no undefined
+    name."""
+    root = write_tree(tmp_path / "repo", {**LAZY_PACKAGE, "apkg/net.py": (
+        "import apkg\nfrom torch import nn\n\n\nclass Net(nn.Module):\n"
+        "    def forward(self, x):\n        return x * apkg.Made().factor\n")})
+    with BlockExtractor(path_config({"r": root}), cache_dir=tmp_path / "cache",
+                        data_dir=tmp_path / "data") as ex:
+        ex.index()
+        result = ex.extract_single_block("Net")
+    assert result.ok, result.error
+    assert result.generated.unresolved == [("apkg.Made", "apkg.net:5")]
+    code = result.generated.code
+    assert "# unresolved: apkg.Made (apkg.net:5)" in code and "Made: type" not in code
+    # nor does the module object hold what ``__getattr__`` imports when asked: that would run
+    # apkg.heavy as the file loads
+    assert "apkg = types.ModuleType" in code and "class Scale" not in code
+    namespace: dict = {}
+    exec(compile(code, "Net.py", "exec"), namespace)  # (it loads)
+
