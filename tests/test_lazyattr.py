@@ -130,3 +130,40 @@ def test_a_name_a_module_getattr_computes_is_reported_unresolved(tmp_path):
     namespace: dict = {}
     exec(compile(code, "Net.py", "exec"), namespace)  # (it loads)
 
+
+def test_a_guarded_import_through_module_getattr_fails_as_upstream_without_the_package(
+        tmp_path):
+    """PennyLane's ``allocation.py`` has ``try: import jax; from pennylane.capture import
+    QpPrimitive`` / ``except ImportError: ...``, and the module ``__getattr__`` imports needs
+    jax; methods elsewhere read ``capture.QpPrimitive`` too. The module runs in a function of
+    its own that the ``try`` calls where upstream's import is: without the package the file
+    still imports and the fallback holds, as upstream's module does; with it, the class is
+    there."""
+    import sys
+    import types
+
+    code = _extract(tmp_path, {
+        "apkg/__init__.py": GETATTR_MODULE,
+        "apkg/heavy.py": ("import nnrag_missing_jax as jax\n\n\nclass Scale:\n"
+                          "    factor = jax.FACTOR\n"),
+        "apkg/alloc.py": ("try:\n    from apkg import Scale\nexcept ImportError:\n"
+                          "    Scale = None\n"),
+        "apkg/net.py": ("import apkg\nfrom apkg.alloc import Scale as Found\nfrom torch import nn"
+                        "\n\n\nclass Net(nn.Module):\n    def forward(self, x):\n"
+                        "        if Found is None:\n            return x\n"
+                        "        return x * apkg.Scale.factor\n"),
+    })
+    assert "\nimport nnrag_missing_jax" not in code  # (not at the top: in the function)
+    assert "apkg/alloc.py:1: guarded import calls `_run_heavy()` first" in code
+    assert ("apkg/heavy.py is imported only inside functions and in a `try` that catches "
+            "ImportError upstream (apkg/alloc.py:2 and 1 more)") in code
+    namespace: dict = {}
+    exec(compile(code, "Net.py", "exec"), namespace)
+    assert namespace["Net"]()(torch.ones(1)).tolist() == [1.0]
+    sys.modules["nnrag_missing_jax"] = types.SimpleNamespace(FACTOR=3.0)
+    try:
+        namespace = {}
+        exec(compile(code, "Net.py", "exec"), namespace)
+        assert namespace["Net"]()(torch.ones(1)).tolist() == [3.0]
+    finally:
+        del sys.modules["nnrag_missing_jax"]

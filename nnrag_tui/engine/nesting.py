@@ -35,7 +35,10 @@ without the package as upstream's do. Each import in a function raises ImportErr
 they left the name undefined (engine.rewrite), as upstream's import does. Where their
 modules cannot each be a function (``LIMIT: int`` cannot name a global), the group goes
 where the last of their statements was, inside a ``try: ... except ImportError: pass`` of
-its own, and runs as the file is imported; the header says so.
+its own, and runs as the file is imported; the header says so. An import of one of them
+right in the body of a module-level ``try`` that catches ImportError, elsewhere, does not
+make it run as the file loads (``_caught_imports``): its function is called there, and
+raises there without the package, as upstream's import does.
 """
 
 from __future__ import annotations
@@ -249,10 +252,12 @@ def _lazy_groups(closure: Closure, guarded: set[tuple[str, str]],
         if n not in typing:
             emitted.setdefault(n[0], []).append(n)
     eager: dict[tuple[str, str], set[tuple[str, str]]] = {}  # module -> modules reading it
+    caught = _caught_imports(closure)
     for d in closure.deps:
         if d.user in typing or d.typing_only:
             continue  # (an ``if TYPE_CHECKING:`` import never runs: nni's sampling.py)
-        lazy = d.how == "local-import" and not d.load
+        lazy = d.how == "local-import" and not d.load or \
+            d.how == "guarded" and (d.user, d.name) in caught
         for n in d.nodes:
             if n[0] != d.user[0] and not lazy:
                 eager.setdefault(n[0], set()).add(d.user[0])
@@ -282,6 +287,22 @@ def _lazy_groups(closure: Closure, guarded: set[tuple[str, str]],
         nodes = [n for n in closure.nodes if n[0] in part and n not in typing]
         groups.append(LazyGroup(sorted(part), nodes, [], sites))
     return groups
+
+
+def _caught_imports(closure: Closure) -> set[tuple[NodeId, str]]:
+    """(statement, bound name) of the guarded imports of corpus definitions each of whose
+    imports of that name is right in the body of a ``try`` that catches ImportError
+    (``_guard``): PennyLane's ``allocation.py`` has ``try: import jax; from pennylane.capture
+    import QpPrimitive`` / ``except ImportError: ...``, and ``capture``'s ``__getattr__``
+    imports ``custom_primitives`` (engine.lazyattr), which methods elsewhere read lazily too.
+    Such an import fails as upstream's does where its module's function runs there and
+    raises (engine.deferred): it does not make the module's code run as the file loads."""
+    lines: dict[tuple[NodeId, str], list[int]] = {}
+    for (user, line, bound), key in closure.guarded_imports.items():
+        if key and key[0] == "def" and key[1] != user[0]:
+            lines.setdefault((user, bound), []).append(line)
+    return {k for k, found in lines.items()
+            if all((_guard(closure, k[0], line) or ("",))[0] == "try" for line in found)}
 
 
 def _connected(modules: set[tuple[str, str]], eager: dict[tuple[str, str], set[tuple[str, str]]]
