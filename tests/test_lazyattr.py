@@ -167,3 +167,18 @@ def test_a_guarded_import_through_module_getattr_fails_as_upstream_without_the_p
         assert namespace["Net"]()(torch.ones(1)).tolist() == [3.0]
     finally:
         del sys.modules["nnrag_missing_jax"]
+
+
+def test_the_call_goes_above_the_reading_statement_also_where_it_holds_an_import():
+    """A read on a line whose import makes no call of its own (``if apkg.X: import foo``, on
+    one line) still gets the call above it; a plain statement gets it at its indentation."""
+    from nnrag_tui.engine.rewrite import ImportEdits, rewrite_statement
+
+    runs = ImportEdits(runs={2: ("_run_heavy",)})
+    out, log = rewrite_statement("def f():\n    if apkg.X: import foo\n    return 1\n", {},
+                                 {"apkg.X": "X"}, runs, {}, None)
+    assert out == "def f():\n    _run_heavy()\n    if X: import foo\n    return 1\n"
+    assert any(line.startswith("calls `_run_heavy()` first") for line in log)
+    out, _ = rewrite_statement("def f(y):\n    z = y\n    return apkg.X(z)\n", {},
+                               {"apkg.X": "X"}, ImportEdits(runs={3: ("_run_heavy",)}), {}, None)
+    assert out == "def f(y):\n    z = y\n    _run_heavy()\n    return X(z)\n"

@@ -31,7 +31,6 @@ reported.
 from __future__ import annotations
 
 import ast
-
 from collections.abc import Callable
 
 from nnrag_tui.engine import parse  # (a module: parse imports this one)
@@ -202,4 +201,3 @@ def _site(stack: list[ast.stmt], lines: list[str]) -> int | None:
 
 def _reads(node: ast.AST, chain: str) -> bool:
     return any(isinstance(n, ast.Attribute) and parse.dotted(n) == chain for n in ast.walk(node))
-

@@ -178,17 +178,17 @@ def _rewrite(text: str, renames: dict[str, str], chains: dict[str, str],
         walker.alone = _alone_in_block(tree, walker.leaves_nothing)
     walker.run(tree, table)
     if imports.runs:
-        _run_before_reads(tree, ed, imports.runs)
+        _run_before_reads(ed, {line: called for line, called in imports.runs.items()
+                               if line not in walker.ran})
     return ed.apply(), ed.log
 
 
-def _run_before_reads(tree: ast.AST, ed: _Edits, runs: dict[int, tuple[str, ...]]) -> None:
-    """The functions of ``runs`` at a line where no import is: a statement there reads a
-    name through a module ``__getattr__`` that imports its module as it is read
+def _run_before_reads(ed: _Edits, runs: dict[int, tuple[str, ...]]) -> None:
+    """The functions of ``runs`` at a line where no import made them: a statement there
+    reads a name through a module ``__getattr__`` that imports its module as it is read
     (engine.lazyattr), and each call goes right above it, at its indentation."""
-    imports = {n.lineno for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))}
     for line, called in sorted(runs.items()):
-        if line in imports or not 0 < line <= len(ed.lines):
+        if not 0 < line <= len(ed.lines):
             continue
         text = ed.lines[line - 1]
         indent = text[: len(text) - len(text.lstrip(b" \t"))]
@@ -268,6 +268,7 @@ class _Walker:
         self.unsure = imports.unsure
         self.nested = imports.nested
         self.runs = imports.runs
+        self.ran: set[int] = set()  # the lines of the imports that made their calls of ``runs``
         self.used: set[int] = set()
         self.alone: set[int] = set()  # ids of statements alone in their block
         self.early: set[int] = set()  # ids of class-body reads that are module-level uses
@@ -612,6 +613,7 @@ class _Walker:
                                     indent.decode("utf-8"))[len(indent):].rstrip(" \t"))
             self.ed.log.append(note)
         calls = [f"{run}()" for run in self.runs.get(node.lineno, ())]
+        self.ran.add(node.lineno)
         if calls:
             # upstream's import runs its module's code first (engine.deferred)
             if not indent.strip():  # (else they go on its line, below)
