@@ -575,12 +575,15 @@ def typing_strings(node: ast.AST) -> list[ast.Constant]:
 
 def typing_call_strings(call: ast.Call) -> list[ast.Constant]:
     """The string forward references among the arguments of one call, if it is typing's
-    (``cast`` only written bare or after one module name: ``x.y.cast`` is some other cast);
+    (``cast`` only written bare or after one module name: ``x.y.cast`` is some other cast;
+    ``assert_type`` only bare or after ``typing``: other packages have their own);
     ``NamedTuple("P", [("a", "T")])`` and ``TypedDict("P", {"a": "T"})`` name types too."""
     dotted = _dotted(call.func) or ""
-    callee = dotted.rsplit(".", 1)[-1]
+    owner, _, callee = dotted.rpartition(".")
     exprs: list[ast.expr] = []
-    if callee in _TYPING_CALLS and (callee != "cast" or dotted.count(".") <= 1):
+    if callee == "assert_type" and owner not in ("", "typing", "typing_extensions"):
+        pass  # torchtitan's ``spmd.assert_type(loss, {"dp": spmd.P})``: spmd_types', no types
+    elif callee in _TYPING_CALLS and (callee != "cast" or dotted.count(".") <= 1):
         positional, keywords = _TYPING_CALLS[callee]
         exprs = [*call.args[positional], *(k.value for k in call.keywords if k.arg in keywords)]
     elif callee == "NamedTuple" and len(call.args) > 1 \
