@@ -193,12 +193,11 @@ def _run_before_reads(ed: _Edits, runs: dict[int, tuple[str, ...]]) -> None:
         text = ed.lines[line - 1]
         indent = text[: len(text) - len(text.lstrip(b" \t"))]
         pad = indent.decode("utf-8")
+        names = ", ".join(f"`{run}()`" for run in called)
         ed.add_span((line, 0, line, len(indent)),
                     "".join(f"{pad}{run}()\n" for run in called) + pad,
-                    f"calls `{called[0]}()` first" if len(called) == 1 else
-                    f"calls {', '.join(f'`{c}()`' for c in called)} first")
-        ed.log[-1] += (", which runs the module-level code of the module upstream's module "
-                       "`__getattr__` imports as the line reads a name from it")
+                    f"calls {names} first, which runs the module-level code of the module "
+                    "upstream's module `__getattr__` imports as the line reads a name from it")
 
 
 def _alone_in_block(tree: ast.AST, leaves_nothing) -> set[int]:
