@@ -122,3 +122,24 @@ def test_only_typing_s_assert_type_has_forward_references():
     assert strings('assert_type(x, "Model")') == ["Model"]
     assert strings('typing.assert_type(x, "Model")') == ["Model"]
     assert strings('typing_extensions.assert_type(x, list["Model"])') == ["Model"]
+
+
+def test_a_cast_is_typing_s_only_after_a_name_bound_to_typing():
+    """GPTQModel's triton kernels call ``tl.cast(tl.load(..., eviction_policy="evict_last"),
+    ...)``: triton's ``cast``, whose first argument is a value. Read as typing's, its strings
+    were forward references, and 175 of its files reported ``evict_last`` as unresolved.
+    ``import typing as t`` makes ``t.cast("Model", x)`` typing's, whose string is a type."""
+    from nnrag_tui.engine.modsource import ModuleSource
+
+    ms = ModuleSource(
+        "import typing as t\n"
+        "import triton.language as tl\n"
+        "\n"
+        "def kernel(p):\n"
+        "    return tl.cast(tl.load(p, eviction_policy='evict_last'), tl.float16)\n"
+        "\n"
+        "def typed(x):\n"
+        "    return t.cast('Model', x)\n")
+    kernel, typed = ms.stmts[2], ms.stmts[3]
+    assert "evict_last" not in ms.uses(kernel).string_annotation_names
+    assert ms.uses(typed).string_annotation_names == {"Model"}

@@ -368,7 +368,8 @@ def _statement_text(closure: Closure, node: NodeId, by_user: _ByUser,
         listed += pinned
     edits = ImportEdits(guarded, unsure, nested or {}, runs or {})
     out, log = rewrite_statement(text, renames, chains, edits, early, home,
-                                 quote=node[0] in closure.quoted_annotations)
+                                 quote=node[0] in closure.quoted_annotations,
+                                 typing_owners=ms.typing_owners)
     return out, [*listed, *log]
 
 

@@ -33,6 +33,8 @@ from nnrag_tui.engine.patches import (
 )
 
 COMPREHENSIONS = frozenset({"listcomp", "setcomp", "dictcomp", "genexpr"})
+# the modules whose ``cast`` and ``assert_type`` take types (``typing.cast("Model", x)``)
+TYPING_MODULES = frozenset({"typing", "typing_extensions"})
 
 
 T = TypeVar("T")
@@ -91,6 +93,9 @@ class ModuleSource:
             self.global_writers, self.rebinding_calls = _global_rebinding_calls(tree)
             for n, calls in self.rebinding_calls.items():
                 self.binders[n] = sorted({*self.binders.get(n, ()), *calls})
+        # the names the module binds to typing (``import typing as t``): ``t.cast("Model", x)``
+        # is typing's, ``tl.cast(tl.load(..., eviction_policy="evict_last"), ...)`` triton's
+        self.typing_owners = typing_owners(tree) if "typing" in text else frozenset()
         self._uses: dict[int, StmtUses] = {}
         self._namespace: dict[int, bool] = {}
         self._access: dict[int, tuple[frozenset[str], frozenset[str]]] = {}
@@ -160,7 +165,8 @@ class ModuleSource:
         reaches the statement."""
         hit = self._chains.get((st.index, root))
         if hit is None:
-            hit = self._chains[(st.index, root)] = frozenset(all_chains(st.node, root))
+            hit = self._chains[(st.index, root)] = frozenset(
+                all_chains(st.node, root, self.typing_owners))
         return hit
 
     def load_chains(self, st: TopStmt, root: str) -> frozenset[str]:
@@ -325,7 +331,8 @@ class ModuleSource:
         hit = self._uses.get(st.index)
         if hit is None:
             hit = self._uses[st.index] = compute_uses(self.stmt_text(st), st.node,
-                                                      "annotations" in self.future)
+                                                      "annotations" in self.future,
+                                                      self.typing_owners)
             if "__name__" in hit.load | hit.lazy:
                 # ``@pyro.settings.register("module_local_params", __name__,
                 # "_MODULE_LOCAL_PARAMS")``: a call given the module's name with names of its
@@ -423,7 +430,8 @@ def reads_globals(node: ast.stmt) -> bool:
     return False
 
 
-def compute_uses(text: str, node: ast.stmt, lazy_annotations: bool = False) -> StmtUses:
+def compute_uses(text: str, node: ast.stmt, lazy_annotations: bool = False,
+                 owners: frozenset[str] = TYPING_MODULES) -> StmtUses:
     """What a statement reads while its module executes (``load``) and only later
     (``lazy``). Under ``from __future__ import annotations`` (``lazy_annotations``) an
     annotation is never evaluated: a name read only there is lazy. escnn's ``def irrep(self,
@@ -431,7 +439,7 @@ def compute_uses(text: str, node: ast.stmt, lazy_annotations: bool = False) -> S
     each other, and the cycle this faked put ``class DoubleGroup(DirectProductGroup)`` above
     its base."""
     load, lazy, assigned_global = _load_and_lazy(text, node)
-    annotations = _annotations(node, text)
+    annotations = _annotations(node, text, owners)
     if lazy_annotations and annotations:
         in_annotations = {n.id for a in annotations for n in ast.walk(a)
                           if isinstance(n, ast.Name)}
@@ -537,13 +545,14 @@ def _classes_and_annotations(node: ast.stmt) -> tuple[list[tuple[ast.ClassDef, b
     return classes, annotations
 
 
-def _annotations(node: ast.stmt, text: str | None = None) -> list[ast.expr]:
+def _annotations(node: ast.stmt, text: str | None = None,
+                 owners: frozenset[str] = TYPING_MODULES) -> list[ast.expr]:
     """The annotations of ``_classes_and_annotations`` and the strings of typing's calls
     (``typing_strings``); ``text``, the statement's text where the caller has it, spares the
     walk for those where no such call is named."""
     annotations = _classes_and_annotations(node)[1]
     if text is None or _TYPING_CALL_NAMES.search(text):
-        annotations += typing_strings(node)
+        annotations += typing_strings(node, owners)
     return annotations
 
 
@@ -563,27 +572,31 @@ _TYPING_CALL_NAMES = re.compile(
     r"\b(?:" + "|".join([*_TYPING_CALLS, "NamedTuple", "TypedDict"]) + r")\b")
 
 
-def typing_strings(node: ast.AST) -> list[ast.Constant]:
+def typing_strings(node: ast.AST, owners: frozenset[str] = TYPING_MODULES
+                   ) -> list[ast.Constant]:
     """The string forward references in the arguments of typing's calls anywhere in ``node``
     (``TypeVar("T", bound="Model")``, ``cast("Model", x)``), which pyflakes reads as
     annotations: botorch's module-level ``TFullyBayesianSingleTaskGP`` names a class its module
     defines further down, tianshou's class body ``TypeVar(..., bound="np.ndarray |
     ActBatchProtocol")`` a protocol nothing else names."""
     return [c for sub in ast.walk(node) if isinstance(sub, ast.Call)
-            for c in typing_call_strings(sub)]
+            for c in typing_call_strings(sub, owners)]
 
 
-def typing_call_strings(call: ast.Call) -> list[ast.Constant]:
+def typing_call_strings(call: ast.Call, owners: frozenset[str] = TYPING_MODULES
+                        ) -> list[ast.Constant]:
     """The string forward references among the arguments of one call, if it is typing's
-    (``cast`` only written bare or after one module name: ``x.y.cast`` is some other cast;
-    ``assert_type`` only bare or after ``typing``: other packages have their own);
-    ``NamedTuple("P", [("a", "T")])`` and ``TypedDict("P", {"a": "T"})`` name types too."""
+    (``cast`` and ``assert_type`` written bare or after one of ``owners``, the names bound to
+    typing: other packages have their own); ``NamedTuple("P", [("a", "T")])`` and
+    ``TypedDict("P", {"a": "T"})`` name types too."""
     dotted = _dotted(call.func) or ""
     owner, _, callee = dotted.rpartition(".")
     exprs: list[ast.expr] = []
-    if callee == "assert_type" and owner not in ("", "typing", "typing_extensions"):
-        pass  # torchtitan's ``spmd.assert_type(loss, {"dp": spmd.P})``: spmd_types', no types
-    elif callee in _TYPING_CALLS and (callee != "cast" or dotted.count(".") <= 1):
+    if callee in ("assert_type", "cast") and owner and owner not in owners:
+        # torchtitan's ``spmd.assert_type(loss, {"dp": spmd.P})`` is spmd_types', GPTQModel's
+        # ``tl.cast(tl.load(..., eviction_policy="evict_last"), ...)`` triton's: no types
+        pass
+    elif callee in _TYPING_CALLS:
         positional, keywords = _TYPING_CALLS[callee]
         exprs = [*call.args[positional], *(k.value for k in call.keywords if k.arg in keywords)]
     elif callee == "NamedTuple" and len(call.args) > 1 \
@@ -656,9 +669,16 @@ def _class_scope_loads(node: ast.AST):
         yield from _class_scope_loads(p)
 
 
-def string_annotation_exprs(node: ast.AST):
-    """The parsed expressions of the string annotations (forward references) in a statement."""
-    return _parsed_strings(_annotations(node))
+def typing_owners(tree: ast.Module) -> frozenset[str]:
+    """The names a module binds to typing or typing_extensions (``import typing as t``)."""
+    return frozenset(a.asname or a.name for n in ast.walk(tree) if isinstance(n, ast.Import)
+                     for a in n.names if a.name in TYPING_MODULES)
+
+
+def string_annotation_exprs(node: ast.AST, owners: frozenset[str] = TYPING_MODULES):
+    """The parsed expressions of the string annotations (forward references) in a statement;
+    ``owners``: the names its module binds to typing (``typing_owners``)."""
+    return _parsed_strings(_annotations(node, owners=owners))
 
 
 def evaluates_annotations(node: ast.stmt) -> bool:
@@ -713,11 +733,12 @@ def _dotted(node: ast.AST) -> str | None:
     return None
 
 
-def all_chains(node: ast.stmt, root: str) -> set[str]:
+def all_chains(node: ast.stmt, root: str, owners: frozenset[str] = TYPING_MODULES
+               ) -> set[str]:
     """Every dotted chain ``root.a.b...`` in the statement, each prefix included, so that the
     resolver can find the longest prefix that names a definition."""
     out: set[str] = set()
-    for tree in (node, *string_annotation_exprs(node)):
+    for tree in (node, *string_annotation_exprs(node, owners)):
         for sub in ast.walk(tree):
             if isinstance(sub, ast.Attribute):
                 d = _dotted(sub)

@@ -29,7 +29,12 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from nnrag_tui.engine import scopes
-from nnrag_tui.engine.modsource import annotation_strings, class_early_reads, typing_call_strings
+from nnrag_tui.engine.modsource import (
+    TYPING_MODULES,
+    annotation_strings,
+    class_early_reads,
+    typing_call_strings,
+)
 from nnrag_tui.engine.parse import resolve_relative
 
 _RELATIVE = re.compile(r"from\s+\.")  # no leading \b: the regex then skips ahead to "from"
@@ -88,6 +93,7 @@ def rewrite_statement(
     early: dict[str, str] | None = None,
     home: tuple[str, bool] | None = None,
     quote: bool = False,
+    typing_owners: frozenset[str] = TYPING_MODULES,
 ) -> tuple[str, list[str]]:
     """Returns the rewritten text and one line per rewrite made. ``imports`` says what becomes
     of its imports of corpus names (``ImportEdits``). ``early`` renames the reads that run
@@ -96,7 +102,9 @@ def rewrite_statement(
     name. ``home`` is the statement's module and whether it is a package: a relative import
     kept in the statement (inside a function, or a kept ``try``) becomes absolute, since the
     file has no package. ``quote``: every annotation the statement evaluates (``QUOTED``)
-    becomes the string ``from __future__ import annotations`` makes of it upstream."""
+    becomes the string ``from __future__ import annotations`` makes of it upstream.
+    ``typing_owners``: the names the statement's module binds to typing
+    (``ModuleSource.typing_owners``), whose ``cast`` takes a type."""
     imports = imports or ImportEdits()
     early = early or {}
     if home is not None and not _relative_import_text(text):
@@ -105,17 +113,18 @@ def rewrite_statement(
             not early and home is None and not quote:
         return text, []
     out, log = _cached(text, tuple(sorted(renames.items())), tuple(sorted(chains.items())),
-                       imports.key(), tuple(sorted(early.items())), home, quote)
+                       imports.key(), tuple(sorted(early.items())), home, quote, typing_owners)
     return out, list(dict.fromkeys(log))  # one line per distinct rewrite
 
 
 @lru_cache(maxsize=4096)
 def _cached(text: str, renames: tuple, chains: tuple, imports: tuple,
-            early: tuple, home: tuple[str, bool] | None, quote: bool) -> tuple[str, tuple]:
+            early: tuple, home: tuple[str, bool] | None, quote: bool,
+            typing_owners: frozenset[str]) -> tuple[str, tuple]:
     guarded, unsure, nested, runs = imports
     out, log = _rewrite(text, dict(renames), dict(chains),
                         ImportEdits(dict(guarded), dict(unsure), dict(nested), dict(runs)),
-                        dict(early), home, quote)
+                        dict(early), home, quote, typing_owners)
     return out, tuple(log)
 
 
@@ -169,11 +178,12 @@ class _Edits:
 
 def _rewrite(text: str, renames: dict[str, str], chains: dict[str, str],
              imports: ImportEdits, early: dict[str, str],
-             home: tuple[str, bool] | None, quote: bool = False) -> tuple[str, list[str]]:
+             home: tuple[str, bool] | None, quote: bool = False,
+             typing_owners: frozenset[str] = TYPING_MODULES) -> tuple[str, list[str]]:
     tree = ast.parse(text)
     table = symtable.symtable(text, "<stmt>", "exec")
     ed = _Edits(text)
-    walker = _Walker(ed, renames, chains, imports, early, home, quote)
+    walker = _Walker(ed, renames, chains, imports, early, home, quote, typing_owners)
     if imports.guarded:
         walker.alone = _alone_in_block(tree, walker.leaves_nothing)
     walker.run(tree, table)
@@ -255,7 +265,8 @@ class _Walker:
 
     def __init__(self, ed: _Edits, renames: dict[str, str], chains: dict[str, str],
                  imports: ImportEdits, early: dict[str, str],
-                 home: tuple[str, bool] | None, quote: bool = False) -> None:
+                 home: tuple[str, bool] | None, quote: bool = False,
+                 typing_owners: frozenset[str] = TYPING_MODULES) -> None:
         self.ed = ed
         self.home = home
         self.renames = renames
@@ -273,6 +284,7 @@ class _Walker:
         self.early: set[int] = set()  # ids of class-body reads that are module-level uses
         self.in_value_pattern = False  # inside a ``case`` value pattern (kept qualified)
         self.quote = quote  # write evaluated annotations as strings (``rewrite_statement``)
+        self.typing_owners = typing_owners
 
     def run(self, tree: ast.Module, table: symtable.SymbolTable) -> None:
         for st in tree.body:
@@ -484,7 +496,7 @@ class _Walker:
         annotations, which pyflakes reads once the module has run: never an early rename."""
         outer, self.before_binding = self.before_binding, False
         try:
-            for c in typing_call_strings(node):
+            for c in typing_call_strings(node, self.typing_owners):
                 self.visit_string_annotation(c, table)
         finally:
             self.before_binding = outer
