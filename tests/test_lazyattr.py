@@ -182,3 +182,66 @@ def test_the_call_goes_above_the_reading_statement_also_where_it_holds_an_import
     out, _ = rewrite_statement("def f(y):\n    z = y\n    return apkg.X(z)\n", {},
                                {"apkg.X": "X"}, ImportEdits(runs={3: ("_run_heavy",)}), {}, None)
     assert out == "def f(y):\n    z = y\n    _run_heavy()\n    return X(z)\n"
+
+
+TABLE_MODULE = '''\
+from importlib import import_module
+
+_EXPORTS = {
+    "Scale": ("apkg.heavy", "Scale"),
+    "Moved": ("apkg.heavy", "Shift"),
+    "Gone": ("apkg.missing", "Gone"),
+}
+_SUBMODULES = ("heavy",)
+_RENAMED = {"Old": "heavy"}
+
+
+def __getattr__(name: str):
+    if name in _SUBMODULES:
+        module = import_module(f"{__name__}.{name}")
+        globals()[name] = module
+        return module
+    new = _RENAMED.get(name)
+    if new is not None:
+        return getattr(import_module("." + new, __name__), "Scale")
+    try:
+        module_name, attribute = _EXPORTS[name]
+    except KeyError as exc:
+        raise AttributeError(name) from exc
+    value = getattr(import_module(module_name), attribute)
+    globals()[name] = value
+    return value
+'''
+
+
+def test_the_index_runs_a_table_driven_module_getattr_for_each_name():
+    """boxmot's packages hand out their classes from a table (``_EXPORTS = {"BotSort":
+    ("boxmot.trackers.botsort.botsort", "BotSort"), ...}`` and ``getattr(import_module(
+    module_name), attr_name)``), PennyLane's ``qnn`` from ``importlib.import_module("." +
+    class_map[name], __name__)``. Each name of the tables is recorded as the import the
+    function amounts to for it; before, none was, and a read of one was unresolved."""
+    facts = parse_bytes(TABLE_MODULE.encode(), "apkg/__init__.py")
+    found = {r.bound: (r.target, r.name, r.asname) for r in facts.lazy_imports}
+    assert found == {"heavy": ("apkg.heavy", None, "heavy"),
+                     "Old": ("apkg.heavy", "Scale", "Old"),
+                     "Scale": ("apkg.heavy", "Scale", None),
+                     "Moved": ("apkg.heavy", "Shift", "Moved"),
+                     "Gone": ("apkg.missing", "Gone", None)}
+    # a table the module changes as it loads is not one the index can read
+    changed = parse_bytes((TABLE_MODULE + '_EXPORTS.update(Extra=("apkg.x", "Extra"))\n')
+                          .encode(), "apkg/__init__.py")
+    assert {r.bound for r in changed.lazy_imports} == {"heavy", "Old"}
+
+
+def test_a_read_through_a_table_driven_module_getattr_gets_the_class(tmp_path):
+    """``apkg.Moved`` in a method and ``from apkg import Scale`` at load, through a
+    ``__getattr__`` that looks both up in a table: the file has both classes and runs as
+    upstream's module does."""
+    code = _extract(tmp_path, {**LAZY_PACKAGE, "apkg/__init__.py": TABLE_MODULE,
+                               "apkg/net.py": (
+        "import apkg\nfrom apkg import Scale\nfrom torch import nn\n\n\nclass Net(nn.Module):\n"
+        "    def forward(self, x):\n        return x * Scale.factor + apkg.Moved.by\n")})
+    assert "class Scale:" in code and "class Shift:" in code
+    namespace: dict = {}
+    exec(compile(code, "Net.py", "exec"), namespace)
+    assert namespace["Net"]()(torch.ones(2)).tolist() == [3.0, 3.0]

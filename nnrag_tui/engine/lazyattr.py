@@ -25,7 +25,9 @@ name: the reads are sites of engine.deferred, as imports inside functions are
 first runs other code (a check that optional packages are there), is recorded without a target
 (``target == ""``), as is a name only declared so in a module whose ``__getattr__`` has
 another shape (``if name in __all__: return _load(name)``): the name is unresolved, and
-reported.
+reported. A ``__getattr__`` driven by a table of names (boxmot's ``_EXPORTS``, PennyLane's
+``qnn``), or a branch that returns ``getattr(module, "X")``, is run for each name by
+engine.lazyeval, and what it returns recorded as the import it amounts to.
 """
 
 from __future__ import annotations
@@ -35,13 +37,14 @@ from collections.abc import Callable
 
 from nnrag_tui.engine import parse  # (a module: parse imports this one)
 from nnrag_tui.engine.facts import GETATTR, Guard, ImportRecord
+from nnrag_tui.engine.lazyeval import Run, tables
 
 
-def lazy_imports(body: list[ast.stmt], absolute: Callable[[int, str | None], str]
+def lazy_imports(body: list[ast.stmt], module: str, is_package: bool
                  ) -> tuple[ImportRecord, ...]:
     """The imports by which ``body``'s module-level ``__getattr__`` provides names the module
-    does not bind otherwise, one per name, each binding the name it provides (``bound``).
-    ``absolute(level, module)``: the module a ``from`` import of the module refers to."""
+    ``module`` does not bind otherwise, one per name, each binding the name it provides
+    (``bound``)."""
     func = None
     for st in body:
         if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef)) and st.name == "__getattr__":
@@ -51,13 +54,26 @@ def lazy_imports(body: list[ast.stmt], absolute: Callable[[int, str | None], str
     param = func.args.args[0].arg
     bound = _bound_otherwise(body)
     guard = Guard(GETATTR, func.lineno, func.end_lineno or func.lineno)
+    run = Run(func, param, module, is_package, tables(body))
+
+    def absolute(level: int, name: str | None) -> str:
+        return parse.resolve_relative(module, is_package, level, name)
+
     out: dict[str, ImportRecord] = {}
     for name, branch, imports, returned in _branches(func.body, param):
         if name in bound or name in out:
             continue  # (the first branch for a name is the one that answers)
         rec = _providing(imports, returned, name, absolute, guard) if imports else None
-        out[name] = rec or ImportRecord(name, "", None, None, 0, "", branch.lineno,
-                                        branch.end_lineno or branch.lineno, guard)
+        out[name] = rec or run.record(name, guard) or ImportRecord(
+            name, "", None, None, 0, "", branch.lineno, branch.end_lineno or branch.lineno,
+            guard)
+    for name in run.candidates():
+        # a table's keys (boxmot's ``_EXPORTS = {"BotSort": ("boxmot.trackers.botsort",
+        # "BotSort"), ...}`` and ``getattr(import_module(module_name), attr_name)``)
+        if name not in bound and name not in out:
+            rec = run.record(name, guard)
+            if rec is not None:
+                out[name] = rec
     for name in _declared(body):
         # declared for linters, made by a ``__getattr__`` of another shape (vLLM's
         # ``nixl_utils.py``: ``if name in __all__: return _load_nixl_attr(name)``)

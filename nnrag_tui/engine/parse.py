@@ -128,7 +128,7 @@ def parse_bytes(data: bytes, relpath: str, sha1: str | None = None) -> ModuleFac
         path_inserts=sys_path_folders([st for st in tree.body if not is_main_guard(st)],
                                       relpath) if b"sys.path" in data else (),
         lazy_imports=lazyattr.lazy_imports(
-            tree.body, lambda level, name: resolve_relative(module, is_pkg, level, name))
+            tree.body, module, is_pkg)
         if b"__getattr__" in data else (),
     )
 
