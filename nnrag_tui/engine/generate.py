@@ -369,7 +369,7 @@ def _statement_text(closure: Closure, node: NodeId, by_user: _ByUser,
     edits = ImportEdits(guarded, unsure, nested or {}, runs or {})
     out, log = rewrite_statement(text, renames, chains, edits, early, home,
                                  quote=node[0] in closure.quoted_annotations,
-                                 typing_owners=ms.typing_owners)
+                                 typing=ms.typing_names)
     return out, [*listed, *log]
 
 

@@ -33,8 +33,29 @@ from nnrag_tui.engine.patches import (
 )
 
 COMPREHENSIONS = frozenset({"listcomp", "setcomp", "dictcomp", "genexpr"})
-# the modules whose ``cast`` and ``assert_type`` take types (``typing.cast("Model", x)``)
 TYPING_MODULES = frozenset({"typing", "typing_extensions"})
+
+
+@dataclass(frozen=True)
+class TypingNames:
+    """The names a module binds to typing: the modules (``import typing as t``), whose
+    ``cast`` and ``assert_type`` take types (``t.cast("Model", x)``, not triton's ``tl.cast``),
+    and the members (``from typing import Union``), whose subscripts hold types
+    (``Inputs = Union[List[str], "Dataset"]``, as pyflakes reads them). Without a module at
+    hand: ``typing`` and ``typing_extensions``, and no member."""
+
+    modules: frozenset[str] = TYPING_MODULES
+    members: frozenset[str] = frozenset()
+
+    def is_member(self, node: ast.expr) -> bool:
+        """Whether ``node`` names a member of typing (``Union``, ``t.Optional``)."""
+        if isinstance(node, ast.Name):
+            return node.id in self.members
+        return isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and \
+            node.value.id in self.modules
+
+
+NO_MODULE = TypingNames()
 
 
 T = TypeVar("T")
@@ -93,9 +114,7 @@ class ModuleSource:
             self.global_writers, self.rebinding_calls = _global_rebinding_calls(tree)
             for n, calls in self.rebinding_calls.items():
                 self.binders[n] = sorted({*self.binders.get(n, ()), *calls})
-        # the names the module binds to typing (``import typing as t``): ``t.cast("Model", x)``
-        # is typing's, ``tl.cast(tl.load(..., eviction_policy="evict_last"), ...)`` triton's
-        self.typing_owners = typing_owners(tree) if "typing" in text else frozenset()
+        self.typing_names = typing_names(tree) if "typing" in text else TypingNames(frozenset())
         self._uses: dict[int, StmtUses] = {}
         self._namespace: dict[int, bool] = {}
         self._access: dict[int, tuple[frozenset[str], frozenset[str]]] = {}
@@ -166,7 +185,7 @@ class ModuleSource:
         hit = self._chains.get((st.index, root))
         if hit is None:
             hit = self._chains[(st.index, root)] = frozenset(
-                all_chains(st.node, root, self.typing_owners))
+                all_chains(st.node, root, self.typing_names))
         return hit
 
     def load_chains(self, st: TopStmt, root: str) -> frozenset[str]:
@@ -332,7 +351,7 @@ class ModuleSource:
         if hit is None:
             hit = self._uses[st.index] = compute_uses(self.stmt_text(st), st.node,
                                                       "annotations" in self.future,
-                                                      self.typing_owners)
+                                                      self.typing_names)
             if "__name__" in hit.load | hit.lazy:
                 # ``@pyro.settings.register("module_local_params", __name__,
                 # "_MODULE_LOCAL_PARAMS")``: a call given the module's name with names of its
@@ -431,7 +450,7 @@ def reads_globals(node: ast.stmt) -> bool:
 
 
 def compute_uses(text: str, node: ast.stmt, lazy_annotations: bool = False,
-                 owners: frozenset[str] = TYPING_MODULES) -> StmtUses:
+                 typing: TypingNames = NO_MODULE) -> StmtUses:
     """What a statement reads while its module executes (``load``) and only later
     (``lazy``). Under ``from __future__ import annotations`` (``lazy_annotations``) an
     annotation is never evaluated: a name read only there is lazy. escnn's ``def irrep(self,
@@ -439,7 +458,7 @@ def compute_uses(text: str, node: ast.stmt, lazy_annotations: bool = False,
     each other, and the cycle this faked put ``class DoubleGroup(DirectProductGroup)`` above
     its base."""
     load, lazy, assigned_global = _load_and_lazy(text, node)
-    annotations = _annotations(node, text, owners)
+    annotations = _annotations(node, text, typing)
     if lazy_annotations and annotations:
         in_annotations = {n.id for a in annotations for n in ast.walk(a)
                           if isinstance(n, ast.Name)}
@@ -546,14 +565,30 @@ def _classes_and_annotations(node: ast.stmt) -> tuple[list[tuple[ast.ClassDef, b
 
 
 def _annotations(node: ast.stmt, text: str | None = None,
-                 owners: frozenset[str] = TYPING_MODULES) -> list[ast.expr]:
-    """The annotations of ``_classes_and_annotations`` and the strings of typing's calls
-    (``typing_strings``); ``text``, the statement's text where the caller has it, spares the
-    walk for those where no such call is named."""
+                 typing: TypingNames = NO_MODULE) -> list[ast.expr]:
+    """The annotations of ``_classes_and_annotations``, the strings of typing's calls
+    (``typing_strings``) and those of its subscripts outside annotations
+    (``typing_subscript_strings``); ``text``, the statement's text where the caller has it,
+    spares the walks where no such call is named, or no string is written."""
     annotations = _classes_and_annotations(node)[1]
     if text is None or _TYPING_CALL_NAMES.search(text):
-        annotations += typing_strings(node, owners)
+        annotations += typing_strings(node, typing)
+    if (typing.members or typing.modules) and (
+            text is None or ("[" in text and ('"' in text or "'" in text))):
+        annotations += typing_subscript_strings(node, typing)
     return annotations
+
+
+def typing_subscript_strings(node: ast.AST, typing: TypingNames) -> list[ast.Constant]:
+    """The string forward references in subscripts of typing's members outside annotations:
+    a type alias ``Inputs = Union[List[str], "HFDataset"]`` (GPTQModel's
+    ``CalibrationInputType``) names a type that pyflakes, and ``typing.get_type_hints``, look
+    up in the module. (Those in annotations are the annotations'.)"""
+    found: dict[int, ast.Constant] = {}
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Subscript) and typing.is_member(sub.value):
+            found.update((id(c), c) for c in annotation_strings(sub))
+    return list(found.values())
 
 
 # typing's calls whose arguments pyflakes reads as annotations (wherever the call is): the
@@ -572,27 +607,26 @@ _TYPING_CALL_NAMES = re.compile(
     r"\b(?:" + "|".join([*_TYPING_CALLS, "NamedTuple", "TypedDict"]) + r")\b")
 
 
-def typing_strings(node: ast.AST, owners: frozenset[str] = TYPING_MODULES
-                   ) -> list[ast.Constant]:
+def typing_strings(node: ast.AST, typing: TypingNames = NO_MODULE) -> list[ast.Constant]:
     """The string forward references in the arguments of typing's calls anywhere in ``node``
     (``TypeVar("T", bound="Model")``, ``cast("Model", x)``), which pyflakes reads as
     annotations: botorch's module-level ``TFullyBayesianSingleTaskGP`` names a class its module
     defines further down, tianshou's class body ``TypeVar(..., bound="np.ndarray |
     ActBatchProtocol")`` a protocol nothing else names."""
     return [c for sub in ast.walk(node) if isinstance(sub, ast.Call)
-            for c in typing_call_strings(sub, owners)]
+            for c in typing_call_strings(sub, typing)]
 
 
-def typing_call_strings(call: ast.Call, owners: frozenset[str] = TYPING_MODULES
+def typing_call_strings(call: ast.Call, typing: TypingNames = NO_MODULE
                         ) -> list[ast.Constant]:
     """The string forward references among the arguments of one call, if it is typing's
-    (``cast`` and ``assert_type`` written bare or after one of ``owners``, the names bound to
-    typing: other packages have their own); ``NamedTuple("P", [("a", "T")])`` and
+    (``cast`` and ``assert_type`` written bare or after a name bound to typing: other packages
+    have their own); ``NamedTuple("P", [("a", "T")])`` and
     ``TypedDict("P", {"a": "T"})`` name types too."""
     dotted = _dotted(call.func) or ""
     owner, _, callee = dotted.rpartition(".")
     exprs: list[ast.expr] = []
-    if callee in ("assert_type", "cast") and owner and owner not in owners:
+    if callee in ("assert_type", "cast") and owner and owner not in typing.modules:
         # torchtitan's ``spmd.assert_type(loss, {"dp": spmd.P})`` is spmd_types', GPTQModel's
         # ``tl.cast(tl.load(..., eviction_policy="evict_last"), ...)`` triton's: no types
         pass
@@ -669,16 +703,21 @@ def _class_scope_loads(node: ast.AST):
         yield from _class_scope_loads(p)
 
 
-def typing_owners(tree: ast.Module) -> frozenset[str]:
-    """The names a module binds to typing or typing_extensions (``import typing as t``)."""
-    return frozenset(a.asname or a.name for n in ast.walk(tree) if isinstance(n, ast.Import)
-                     for a in n.names if a.name in TYPING_MODULES)
+def typing_names(tree: ast.Module) -> TypingNames:
+    """The names a module binds to typing or typing_extensions, anywhere in it."""
+    modules, members = set(), set()
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Import):
+            modules.update(a.asname or a.name for a in n.names if a.name in TYPING_MODULES)
+        elif isinstance(n, ast.ImportFrom) and n.module in TYPING_MODULES and not n.level:
+            members.update(a.asname or a.name for a in n.names if a.name != "*")
+    return TypingNames(frozenset(modules), frozenset(members))
 
 
-def string_annotation_exprs(node: ast.AST, owners: frozenset[str] = TYPING_MODULES):
-    """The parsed expressions of the string annotations (forward references) in a statement;
-    ``owners``: the names its module binds to typing (``typing_owners``)."""
-    return _parsed_strings(_annotations(node, owners=owners))
+def string_annotation_exprs(node: ast.AST, typing: TypingNames = NO_MODULE):
+    """The parsed expressions of the string annotations (forward references) in a statement
+    of a module that binds ``typing``."""
+    return _parsed_strings(_annotations(node, typing=typing))
 
 
 def evaluates_annotations(node: ast.stmt) -> bool:
@@ -733,12 +772,11 @@ def _dotted(node: ast.AST) -> str | None:
     return None
 
 
-def all_chains(node: ast.stmt, root: str, owners: frozenset[str] = TYPING_MODULES
-               ) -> set[str]:
+def all_chains(node: ast.stmt, root: str, typing: TypingNames = NO_MODULE) -> set[str]:
     """Every dotted chain ``root.a.b...`` in the statement, each prefix included, so that the
     resolver can find the longest prefix that names a definition."""
     out: set[str] = set()
-    for tree in (node, *string_annotation_exprs(node, owners)):
+    for tree in (node, *string_annotation_exprs(node, typing)):
         for sub in ast.walk(tree):
             if isinstance(sub, ast.Attribute):
                 d = _dotted(sub)

@@ -30,7 +30,8 @@ from functools import lru_cache
 
 from nnrag_tui.engine import scopes
 from nnrag_tui.engine.modsource import (
-    TYPING_MODULES,
+    NO_MODULE,
+    TypingNames,
     annotation_strings,
     class_early_reads,
     typing_call_strings,
@@ -93,7 +94,7 @@ def rewrite_statement(
     early: dict[str, str] | None = None,
     home: tuple[str, bool] | None = None,
     quote: bool = False,
-    typing_owners: frozenset[str] = TYPING_MODULES,
+    typing: TypingNames = NO_MODULE,
 ) -> tuple[str, list[str]]:
     """Returns the rewritten text and one line per rewrite made. ``imports`` says what becomes
     of its imports of corpus names (``ImportEdits``). ``early`` renames the reads that run
@@ -103,8 +104,8 @@ def rewrite_statement(
     kept in the statement (inside a function, or a kept ``try``) becomes absolute, since the
     file has no package. ``quote``: every annotation the statement evaluates (``QUOTED``)
     becomes the string ``from __future__ import annotations`` makes of it upstream.
-    ``typing_owners``: the names the statement's module binds to typing
-    (``ModuleSource.typing_owners``), whose ``cast`` takes a type."""
+    ``typing``: the names the statement's module binds to typing
+    (``ModuleSource.typing_names``), whose calls and subscripts take types."""
     imports = imports or ImportEdits()
     early = early or {}
     if home is not None and not _relative_import_text(text):
@@ -113,18 +114,18 @@ def rewrite_statement(
             not early and home is None and not quote:
         return text, []
     out, log = _cached(text, tuple(sorted(renames.items())), tuple(sorted(chains.items())),
-                       imports.key(), tuple(sorted(early.items())), home, quote, typing_owners)
+                       imports.key(), tuple(sorted(early.items())), home, quote, typing)
     return out, list(dict.fromkeys(log))  # one line per distinct rewrite
 
 
 @lru_cache(maxsize=4096)
 def _cached(text: str, renames: tuple, chains: tuple, imports: tuple,
             early: tuple, home: tuple[str, bool] | None, quote: bool,
-            typing_owners: frozenset[str]) -> tuple[str, tuple]:
+            typing: TypingNames) -> tuple[str, tuple]:
     guarded, unsure, nested, runs = imports
     out, log = _rewrite(text, dict(renames), dict(chains),
                         ImportEdits(dict(guarded), dict(unsure), dict(nested), dict(runs)),
-                        dict(early), home, quote, typing_owners)
+                        dict(early), home, quote, typing)
     return out, tuple(log)
 
 
@@ -179,11 +180,11 @@ class _Edits:
 def _rewrite(text: str, renames: dict[str, str], chains: dict[str, str],
              imports: ImportEdits, early: dict[str, str],
              home: tuple[str, bool] | None, quote: bool = False,
-             typing_owners: frozenset[str] = TYPING_MODULES) -> tuple[str, list[str]]:
+             typing: TypingNames = NO_MODULE) -> tuple[str, list[str]]:
     tree = ast.parse(text)
     table = symtable.symtable(text, "<stmt>", "exec")
     ed = _Edits(text)
-    walker = _Walker(ed, renames, chains, imports, early, home, quote, typing_owners)
+    walker = _Walker(ed, renames, chains, imports, early, home, quote, typing)
     if imports.guarded:
         walker.alone = _alone_in_block(tree, walker.leaves_nothing)
     walker.run(tree, table)
@@ -266,7 +267,7 @@ class _Walker:
     def __init__(self, ed: _Edits, renames: dict[str, str], chains: dict[str, str],
                  imports: ImportEdits, early: dict[str, str],
                  home: tuple[str, bool] | None, quote: bool = False,
-                 typing_owners: frozenset[str] = TYPING_MODULES) -> None:
+                 typing: TypingNames = NO_MODULE) -> None:
         self.ed = ed
         self.home = home
         self.renames = renames
@@ -284,7 +285,8 @@ class _Walker:
         self.early: set[int] = set()  # ids of class-body reads that are module-level uses
         self.in_value_pattern = False  # inside a ``case`` value pattern (kept qualified)
         self.quote = quote  # write evaluated annotations as strings (``rewrite_statement``)
-        self.typing_owners = typing_owners
+        self.typing = typing
+        self.in_annotation = False  # inside an annotation, whose strings it visits itself
 
     def run(self, tree: ast.Module, table: symtable.SymbolTable) -> None:
         for st in tree.body:
@@ -446,10 +448,26 @@ class _Walker:
                 self.guarded or self.renames or self.home):
             self.visit_import(node, table.get_type() == "module")
             return
+        if isinstance(node, ast.Subscript) and not self.in_annotation and \
+                self.typing.is_member(node.value):
+            # ``Inputs = Union[List[str], "Dataset"]``: its strings are annotations
+            with self.annotation():
+                for child in ast.iter_child_nodes(node):
+                    self.visit(child, table)
+            self.visit_typing_strings(annotation_strings(node), table)
+            return
         for child in ast.iter_child_nodes(node):
             self.visit(child, table)
         if isinstance(node, ast.Call):
-            self.visit_typing_strings(node, table)
+            self.visit_typing_strings(typing_call_strings(node, self.typing), table)
+
+    @contextmanager
+    def annotation(self):
+        outer, self.in_annotation = self.in_annotation, True
+        try:
+            yield
+        finally:
+            self.in_annotation = outer
 
     def handler_name_span(self, node: ast.ExceptHandler) -> tuple[int, int, int, int] | None:
         """Where the name after ``as`` of an ``except`` clause is (ast gives no position)."""
@@ -475,7 +493,8 @@ class _Walker:
         makes of it (CPython unparses the expression, as ``ast.unparse`` does), the renames
         inside it made."""
         mark = len(self.ed.edits)
-        self.visit(node, table)
+        with self.annotation():
+            self.visit(node, table)
         for c in annotation_strings(node):
             self.visit_string_annotation(c, table)
         if not (self.quote and evaluated):
@@ -491,12 +510,13 @@ class _Walker:
             return
         self.ed.add(node, quoted, QUOTED)
 
-    def visit_typing_strings(self, node: ast.Call, table) -> None:
-        """``TypeVar("T", bound="Model")``, ``cast("Model", x)``: typing's strings are
-        annotations, which pyflakes reads once the module has run: never an early rename."""
+    def visit_typing_strings(self, strings: list[ast.Constant], table) -> None:
+        """``TypeVar("T", bound="Model")``, ``cast("Model", x)``, ``Union[int, "Model"]``:
+        typing's strings are annotations, which pyflakes reads once the module has run: never
+        an early rename."""
         outer, self.before_binding = self.before_binding, False
         try:
-            for c in typing_call_strings(node, self.typing_owners):
+            for c in strings:
                 self.visit_string_annotation(c, table)
         finally:
             self.before_binding = outer
