@@ -193,3 +193,21 @@ def test_a_rename_reaches_into_a_type_alias_s_strings():
     assert out == "Alias = (Union[int, 'Helper_1'], list['Helper'])\n"
     out, _ = rewrite_statement("Alias = Union[int, 'Helper']\n", {"Helper": "Helper_1"}, {})
     assert out == "Alias = Union[int, 'Helper']\n"  # (Union not typing's here)
+
+
+def test_annotated_metadata_holds_values_not_types():
+    """boxmot's ``SessionIdentifier = Annotated[str, Path(pattern=r"^[A-Za-z0-9]...$")]``:
+    what follows the type in ``Annotated[...]`` is metadata, whose strings pyflakes does not
+    read as forward references (``Annotated[int, "meta"]`` would have read ``meta``); the
+    type's own strings are."""
+    import ast
+
+    from nnrag_tui.engine.modsource import annotation_strings
+
+    def strings(text: str) -> list[str]:
+        return sorted(c.value for c in annotation_strings(ast.parse(text, mode="eval").body))
+
+    assert strings('Annotated["Model", "meta", Path(pattern="x")]') == ["Model"]
+    assert strings('typing.Annotated[Optional["Model"], Doc("text")]') == ["Model"]
+    assert strings('Annotated["Model"]') == ["Model"]
+    assert strings('Union["Model", Annotated[int, "meta"]]') == ["Model"]

@@ -744,12 +744,17 @@ def evaluates_annotations(node: ast.stmt) -> bool:
 
 def annotation_strings(ann: ast.expr):
     """String constants in an annotation that are forward references (not ``Literal`` values,
-    nor the shapes of jaxtyping's ``Float[Tensor, "batch dim"]``: toto's validation failed on
-    the ``batch`` pyflakes reads in ``"batch #variate time_steps"``)."""
+    nor the metadata of ``Annotated[str, Path(pattern=r"^[a-z]+$")]``, nor the shapes of
+    jaxtyping's ``Float[Tensor, "batch dim"]``: toto's validation failed on the ``batch``
+    pyflakes reads in ``"batch #variate time_steps"``)."""
     stack = [ann]
     while stack:
         n = stack.pop()
         if isinstance(n, ast.Subscript) and (_dotted(n.value) or "").endswith("Literal"):
+            continue
+        if isinstance(n, ast.Subscript) and isinstance(n.slice, ast.Tuple) and n.slice.elts \
+                and (_dotted(n.value) or "").rpartition(".")[2] == "Annotated":
+            stack += [n.value, n.slice.elts[0]]  # (the type; what follows is metadata)
             continue
         shapes = shape_strings(n)
         if shapes:
