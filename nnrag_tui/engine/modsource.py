@@ -47,6 +47,14 @@ class TypingNames:
     modules: frozenset[str] = TYPING_MODULES
     members: frozenset[str] = frozenset()
 
+    @cached_property
+    def subscripted(self) -> re.Pattern[str] | None:
+        """Matches the text of a statement that may subscript a member (``Union[``,
+        ``t.Optional[``); None where the module binds no name to typing."""
+        names = [re.escape(m) for m in sorted(self.members)] + \
+            [re.escape(m) + r"\s*\.\s*\w+" for m in sorted(self.modules)]
+        return re.compile(r"\b(?:" + "|".join(names) + r")\s*\[") if names else None
+
     def is_member(self, node: ast.expr) -> bool:
         """Whether ``node`` names a member of typing (``Union``, ``t.Optional``)."""
         if isinstance(node, ast.Name):
@@ -573,8 +581,8 @@ def _annotations(node: ast.stmt, text: str | None = None,
     annotations = _classes_and_annotations(node)[1]
     if text is None or _TYPING_CALL_NAMES.search(text):
         annotations += typing_strings(node, typing)
-    if (typing.members or typing.modules) and (
-            text is None or ("[" in text and ('"' in text or "'" in text))):
+    if typing.subscripted is not None and (text is None or
+                                           _quoted_subscript(text, typing.subscripted)):
         annotations += typing_subscript_strings(node, typing)
     return annotations
 
@@ -601,6 +609,27 @@ _TYPING_CALLS: dict[str, tuple[slice, tuple[str, ...]]] = {
     "assert_type": (slice(1, None), ()),
     "cast": (slice(1), ("typ",)),
 }
+
+
+def _quoted_subscript(text: str, subscripted: re.Pattern[str]) -> bool:
+    """Whether a subscript of a typing member in ``text`` (``Union[int, "Model"]``) holds a
+    quote between its brackets: a cheap test before the walk (a bracket inside a string may
+    end the count early)."""
+    for m in subscripted.finditer(text):
+        depth = 1
+        for c in _BRACKET_OR_QUOTE.finditer(text, m.end()):
+            if c[0] == "[":
+                depth += 1
+            elif c[0] == "]":
+                depth -= 1
+                if not depth:
+                    break
+            else:
+                return True
+    return False
+
+
+_BRACKET_OR_QUOTE = re.compile("[\\[\\]\"']")
 
 
 _TYPING_CALL_NAMES = re.compile(
@@ -704,14 +733,27 @@ def _class_scope_loads(node: ast.AST):
 
 
 def typing_names(tree: ast.Module) -> TypingNames:
-    """The names a module binds to typing or typing_extensions, anywhere in it."""
+    """The names a module binds to typing or typing_extensions, anywhere in it (its import
+    statements, in the blocks of compound statements, functions and classes too)."""
     modules, members = set(), set()
-    for n in ast.walk(tree):
+    for n in _statements(tree.body):
         if isinstance(n, ast.Import):
             modules.update(a.asname or a.name for a in n.names if a.name in TYPING_MODULES)
         elif isinstance(n, ast.ImportFrom) and n.module in TYPING_MODULES and not n.level:
             members.update(a.asname or a.name for a in n.names if a.name != "*")
     return TypingNames(frozenset(modules), frozenset(members))
+
+
+def _statements(stmts: list[ast.stmt]):
+    """Every statement of ``stmts`` and of the blocks in them, without their expressions."""
+    todo = list(stmts)
+    while todo:
+        st = todo.pop()
+        yield st
+        for block in _BLOCKS:
+            for child in getattr(st, block, ()):
+                todo.extend(child.body if isinstance(child, (ast.ExceptHandler,
+                                                              ast.match_case)) else [child])
 
 
 def string_annotation_exprs(node: ast.AST, typing: TypingNames = NO_MODULE):
