@@ -59,6 +59,20 @@ def path_config(sources: dict[str, Path | str | dict], **top) -> CorpusConfig:
     return parse_config(data, origin="<test>")
 
 
+def extract_tree(tmp_path: Path, files: dict[str, str | bytes], name: str = "Net"):
+    """Writes ``files`` as one path source under ``tmp_path``, indexes it and extracts the
+    block ``name``; the extraction, which must have succeeded."""
+    from nnrag_tui.engine.extractor import BlockExtractor
+
+    root = write_tree(tmp_path / "repo", files)
+    with BlockExtractor(path_config({"r": root}), cache_dir=tmp_path / "cache",
+                        data_dir=tmp_path / "data") as ex:
+        ex.index()
+        result = ex.extract_single_block(name)
+    assert result.ok, result.error
+    return result
+
+
 def write_config(path: Path, data: dict) -> Path:
     path.write_text(json.dumps(data, indent=2), encoding="utf-8")
     return path

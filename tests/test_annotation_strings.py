@@ -151,31 +151,24 @@ def test_a_type_alias_s_strings_name_types(tmp_path):
     ``typing.get_type_hints`` looks up) in the module. The definition it names comes along,
     and a name nothing binds is reported, where before neither was read at all. A string in
     a subscript of anything else (``list["x"]``, ``Literal["x"]``) is a value."""
-    from helpers import path_config, write_tree
+    from helpers import extract_tree
     from pyflakes.api import check
     from pyflakes.reporter import Reporter
 
-    from nnrag_tui.engine.extractor import BlockExtractor
-
-    root = write_tree(tmp_path / "repo", {"apkg/__init__.py": "", "apkg/net.py": (
+    result = extract_tree(tmp_path, {"apkg/__init__.py": "", "apkg/net.py": (
         "import typing as t\nfrom typing import List, Literal, Union\n\nfrom torch import nn\n\n"
         "Inputs = Union[List[str], \"Missing\"]\nOther = t.Optional['Helper']\n"
         "Plain = (list[\"plain\"], Literal[\"mode\"])\n\n\nclass Helper:\n    pass\n\n\n"
         "class Net(nn.Module):\n    def forward(self, x: Inputs, y: Other = None):\n"
         "        return x, Plain\n")})
-    with BlockExtractor(path_config({"r": root}), cache_dir=tmp_path / "cache",
-                        data_dir=tmp_path / "data") as ex:
-        ex.index()
-        result = ex.extract_single_block("Net")
-    assert result.ok, result.error
     assert result.generated.unresolved == [("Missing", "apkg.net:6")]
     code = result.generated.code
     assert "class Helper:" in code
     import io
     out = io.StringIO()
     check(code, "Net.py", Reporter(out, out))
-    assert out.getvalue().splitlines() == [f"Net.py:{_line(code, 'Inputs =')}:27: undefined "
-                                           "name 'Missing'"]
+    line = _line(code, "Inputs =")
+    assert out.getvalue().splitlines() == [f"Net.py:{line}:27: undefined name 'Missing'"]
 
 
 def _line(code: str, start: str) -> int:
@@ -191,6 +184,7 @@ def test_a_rename_reaches_into_a_type_alias_s_strings():
     out, log = rewrite_statement("Alias = (Union[int, 'Helper'], list['Helper'])\n",
                                  {"Helper": "Helper_1"}, {}, typing=typing)
     assert out == "Alias = (Union[int, 'Helper_1'], list['Helper'])\n"
+    assert log == ["renamed `Helper` -> `Helper_1`"]
     out, _ = rewrite_statement("Alias = Union[int, 'Helper']\n", {"Helper": "Helper_1"}, {})
     assert out == "Alias = Union[int, 'Helper']\n"  # (Union not typing's here)
 

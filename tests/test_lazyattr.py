@@ -3,9 +3,8 @@
 in ``__getattr__`` when asked for it. The declaration binds nothing; the import does."""
 
 import torch
-from helpers import path_config, write_tree
+from helpers import extract_tree
 
-from nnrag_tui.engine.extractor import BlockExtractor
 from nnrag_tui.engine.parse import parse_bytes
 
 GETATTR_MODULE = '''\
@@ -58,14 +57,9 @@ def test_the_index_records_the_imports_a_module_getattr_answers_with():
 
 
 def _extract(tmp_path, files: dict[str, str], name: str = "Net") -> str:
-    root = write_tree(tmp_path / "repo", files)
-    with BlockExtractor(path_config({"r": root}), cache_dir=tmp_path / "cache",
-                        data_dir=tmp_path / "data") as ex:
-        ex.index()
-        result = ex.extract_single_block(name)
-        assert result.ok, result.error
-        assert result.generated.unresolved == []
-        return result.generated.code
+    result = extract_tree(tmp_path, files, name)
+    assert result.generated.unresolved == []
+    return result.generated.code
 
 
 LAZY_PACKAGE = {
@@ -113,14 +107,9 @@ def test_a_name_a_module_getattr_computes_is_reported_unresolved(tmp_path):
     says it is unresolved and where it is read, instead of the declaration ``Made: type``
     standing for it unsaid. The file reads it from the module object, and has no undefined
     name."""
-    root = write_tree(tmp_path / "repo", {**LAZY_PACKAGE, "apkg/net.py": (
+    result = extract_tree(tmp_path, {**LAZY_PACKAGE, "apkg/net.py": (
         "import apkg\nfrom torch import nn\n\n\nclass Net(nn.Module):\n"
         "    def forward(self, x):\n        return x * apkg.Made().factor\n")})
-    with BlockExtractor(path_config({"r": root}), cache_dir=tmp_path / "cache",
-                        data_dir=tmp_path / "data") as ex:
-        ex.index()
-        result = ex.extract_single_block("Net")
-    assert result.ok, result.error
     assert result.generated.unresolved == [("apkg.Made", "apkg.net:5")]
     code = result.generated.code
     assert "# unresolved: apkg.Made (apkg.net:5)" in code and "Made: type" not in code
