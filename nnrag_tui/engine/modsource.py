@@ -133,6 +133,7 @@ class ModuleSource:
         self._dotted_reads: dict[int, DottedReads] = {}
         self._patch: dict[int, tuple] = {}
         self._chains: dict[tuple[int, str], frozenset[str]] = {}
+        self._string_exprs: dict[int, list[ast.expr]] = {}
         self._load_chains: dict[tuple[int, str], frozenset[str]] = {}
         self._literals: dict[int, frozenset[str]] = {}
         self._load_calls: dict[int, frozenset[str]] = {}
@@ -193,7 +194,16 @@ class ModuleSource:
         hit = self._chains.get((st.index, root))
         if hit is None:
             hit = self._chains[(st.index, root)] = frozenset(
-                all_chains(st.node, root, self.typing_names))
+                all_chains(st.node, root, self.string_exprs(st)))
+        return hit
+
+    def string_exprs(self, st: TopStmt) -> list[ast.expr]:
+        """The statement's string annotations, parsed (``string_annotation_exprs``), cached:
+        ``chains`` asks for each root."""
+        hit = self._string_exprs.get(st.index)
+        if hit is None:
+            hit = self._string_exprs[st.index] = list(_parsed_strings(
+                _annotations(st.node, self.stmt_text(st), self.typing_names)))
         return hit
 
     def load_chains(self, st: TopStmt, root: str) -> frozenset[str]:
@@ -819,11 +829,14 @@ def _dotted(node: ast.AST) -> str | None:
     return None
 
 
-def all_chains(node: ast.stmt, root: str, typing: TypingNames = NO_MODULE) -> set[str]:
+def all_chains(node: ast.stmt, root: str, strings: list[ast.expr] | None = None) -> set[str]:
     """Every dotted chain ``root.a.b...`` in the statement, each prefix included, so that the
-    resolver can find the longest prefix that names a definition."""
+    resolver can find the longest prefix that names a definition; ``strings``: its string
+    annotations, parsed (``string_annotation_exprs`` where not given)."""
     out: set[str] = set()
-    for tree in (node, *string_annotation_exprs(node, typing)):
+    if strings is None:
+        strings = list(string_annotation_exprs(node))
+    for tree in (node, *strings):
         for sub in ast.walk(tree):
             if isinstance(sub, ast.Attribute):
                 d = _dotted(sub)

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from nnrag_tui.engine import taxonomy
+from nnrag_tui.engine.modsource import TYPING_MODULES
 from nnrag_tui.engine.namespace import namespace_writes
 from nnrag_tui.engine.parse import shape_strings
 from nnrag_tui.engine.taxonomy import Cause, failure_table, format_failure_table  # noqa: F401
@@ -428,7 +429,6 @@ def undefined_names(tree: ast.Module, filename: str = "block.py", *, code: str |
 _NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Z]+[0-9]+(?:[,\s]+[A-Z]+[0-9]+)*))?",
                    re.IGNORECASE)
 _UNDEFINED_CODES = frozenset({"F821", "F822", "F823"})
-_TYPING_MODULES = frozenset({"typing", "typing_extensions"})
 
 
 def known_false_alarms(tree: ast.Module, code: str | None, found: list[dict]
@@ -467,7 +467,7 @@ def known_false_alarms(tree: ast.Module, code: str | None, found: list[dict]
                 re.split(r"[,\s]+", m.group("codes").upper()))):
             out.add((u["name"], u["line"]))
     aliases = {a.asname for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)
-               and n.module in _TYPING_MODULES for a in n.names
+               and n.module in TYPING_MODULES for a in n.names
                if a.name == "Literal" and a.asname and a.asname != "Literal"}
     if aliases:
         for n in ast.walk(tree):
