@@ -1099,6 +1099,75 @@ def bound_only_by_imports(node: ast.stmt, name: str) -> bool:
     return all(by_import for n, by_import in _bindings(node) if n == name)
 
 
+def rebound_beside(stmt: ast.stmt, imp: ast.Import | ast.ImportFrom, name: str) -> bool:
+    """Whether the function or class body inside ``stmt`` that holds the import ``imp`` binds
+    ``name`` otherwise too: by an assignment, a parameter, a def, ``except ... as``, a
+    ``global``, or an import of something else. ``if fast: from .fast import impl`` beside
+    ``else: impl = slow``: the import, dropped because its definition is inlined as ``impl``,
+    would leave the local ``impl`` unbound where upstream's import bound it."""
+    scope = _scope_holding(stmt, imp)
+    if scope is None:
+        return True
+    own = _import_binding(imp, name)
+    skip: set[int] = set()
+    for sub in _own_scope(scope):
+        if id(sub) in skip:
+            continue
+        if isinstance(sub, ast.comprehension):  # its targets are the comprehension's own
+            skip.update(id(n) for n in ast.walk(sub.target))
+        elif isinstance(sub, ast.Name) and isinstance(sub.ctx, (ast.Store, ast.Del)):
+            if sub.id == name:
+                return True
+        elif isinstance(sub, ast.arg) or isinstance(sub, (
+                ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.ExceptHandler,
+                ast.MatchAs, ast.MatchStar)):
+            if getattr(sub, "arg", None) == name or getattr(sub, "name", None) == name:
+                return True
+        elif isinstance(sub, ast.MatchMapping) and sub.rest == name:
+            return True
+        elif isinstance(sub, (ast.Global, ast.Nonlocal)) and name in sub.names:
+            return True
+        elif isinstance(sub, (ast.Import, ast.ImportFrom)) and sub is not imp:
+            other = _import_binding(sub, name)
+            if other is not None and other != own:
+                return True
+    return False
+
+
+def _scope_holding(stmt: ast.stmt, target: ast.AST) -> ast.AST | None:
+    """The innermost function, lambda or class inside ``stmt`` (``stmt`` itself included)
+    whose own scope holds ``target``."""
+    found: ast.AST | None = None
+
+    def walk(node: ast.AST, scope: ast.AST | None) -> bool:
+        nonlocal found
+        for child in ast.iter_child_nodes(node):
+            if child is target:
+                found = scope
+                return True
+            inner = child if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef,
+                                                ast.Lambda, ast.ClassDef)) else scope
+            if walk(child, inner):
+                return True
+        return False
+
+    start = stmt if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef,
+                                      ast.ClassDef)) else None
+    walk(stmt, start)
+    return found
+
+
+def _import_binding(imp: ast.Import | ast.ImportFrom, name: str) -> tuple | None:
+    """What the import binds to ``name``: (level, module, imported name), or None."""
+    for a in imp.names:
+        if isinstance(imp, ast.Import):
+            if (a.asname or a.name.split(".")[0]) == name:
+                return (0, a.name if a.asname else a.name.split(".")[0], None)
+        elif (a.asname or a.name) == name:
+            return (imp.level, imp.module, a.name)
+    return None
+
+
 # what may be a ``global`` statement: at the start of a line or after ``:`` or ``;``
 # (a pre-filter: not ``global_pool``, nor most of a docstring's "global average pooling")
 _GLOBAL_STATEMENT = re.compile(r"(?:^|[:;])[ \t]*global[ \t]+[A-Za-z_]", re.MULTILINE)

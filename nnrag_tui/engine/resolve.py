@@ -47,6 +47,7 @@ from nnrag_tui.engine.modsource import (
     bound_only_by_imports,
     demangled,
     evaluates_annotations,
+    rebound_beside,
 )
 from nnrag_tui.engine.modulefiles import (
     CLIMBS,
@@ -1368,6 +1369,12 @@ class _ClosureBuilder:
                     nodes = self.add_binders(t.entry, t.name)
                     key = ("def", t.entry.key, t.name)
                     self.guarded[(node, rec.line, rec.bound)] = key
+                    # the import becomes ``bound = name``, in a scope whose other locals
+                    # would capture ``name`` (BigVGAN binds a local ``Activation1d`` beside
+                    # ``from .cuda import Activation1d as CudaActivation1d``); it is dropped
+                    # where ``name`` is ``bound``, unless the scope binds that otherwise too
+                    self.avoid_capture(key, node, keep=None if rebound_beside(
+                        st.node, imp, rec.bound) else rec.bound)
                     self.note_unsure(node, rec, t.entry, t.name, nodes)
                     self.deps.append(Dependency(node, rec.bound, "definition", t.qualified,
                                                 "local-import", t.confidence, in_class_body,
