@@ -2,6 +2,8 @@
 modules of the same name (peft's ``lora/bnb.py`` and ``adalora/bnb.py``) get names a reader
 can tell apart. The golden case ``deferred_code`` covers the whole file."""
 
+import pytest
+
 from nnrag_tui.engine.deferred import _names, unannotated
 
 
@@ -63,6 +65,27 @@ def test_an_annotated_assignment_runs_in_the_function_without_its_annotation(tmp
     import torch
     assert namespace["Net"]()(torch.ones(1)).item() == 6.0
     assert namespace["LIMIT"] == 3
+
+
+def test_an_assignment_that_calls_the_corpus_runs_at_the_first_import(tmp_path):
+    """BigVGAN's ``cuda/activation1d.py``, imported only inside the function that asks for
+    the CUDA kernel, builds it as it runs: ``anti_alias_activation_cuda = load.load()``,
+    which fails without CUDA. Upstream's model imports on a CPU; so does the file, which
+    runs that assignment in the function its import calls. An assignment that calls only
+    outside the corpus stays at the top."""
+    code = _extract_net(tmp_path, (
+        "import logging\n\n_logger = logging.getLogger(__name__)\n\n\n"
+        "def build():\n    raise RuntimeError(\"no CUDA here\")\n\n\n"
+        "kernel = build()\n\n\n"
+        "def limit():\n    _logger.info('limit')\n    return kernel\n"))
+    assert "\n_logger = logging.getLogger(__name__)\n" in code
+    assert "global _limits_ran, kernel\n" in code
+    assert "here its lines 10-10 run in `_run_limits()`" in code
+    namespace: dict = {}
+    exec(compile(code, "Net.py", "exec"), namespace)  # upstream's module imports too
+    import torch
+    with pytest.raises(RuntimeError, match="no CUDA here"):
+        namespace["Net"]()(torch.ones(1))
 
 
 def test_an_import_in_code_that_never_runs_keeps_no_group_in_its_try(tmp_path):

@@ -664,20 +664,25 @@ class _ClosureBuilder:
         median_filter(...): from .triton_ops import median_filter_cuda``) runs its module-level
         code when such a function is first called; inlined, that code runs when the file is
         imported. Where it is more than definitions (``try: import triton except ImportError:
-        raise RuntimeError(...)``), the file may fail to import where upstream's module does
-        not: said in the header."""
+        raise RuntimeError(...)``, or an assignment that calls one of the corpus's: BigVGAN's
+        ``anti_alias_activation_cuda = load.load()`` builds a CUDA extension), the file may
+        fail to import where upstream's module does not: said in the header."""
         incoming: dict[tuple[str, str], list[Dependency]] = {}
+        called: dict[NodeId, set[str]] = {}  # the definitions each statement reads as it runs
         for d in self.deps:
             if d.kind != "definition":
                 continue
+            if d.load:
+                called.setdefault(d.user, set()).add(d.name)
             for key in {n[0] for n in d.nodes if n[0] != d.user[0]}:
                 incoming.setdefault(key, []).append(d)
         for key, edges in incoming.items():
             if key == self.entry.key or any(d.how != "local-import" for d in edges):
                 continue
             ms = self.modules[key]
-            found = tuple((k, i) for k, i in nodes if k == key
-                          and ms.stmts[i].kind in ("compound", "other"))
+            found = tuple((k, i) for k, i in nodes if k == key and (
+                ms.stmts[i].kind in ("compound", "other") or ms.stmts[i].kind == "assign"
+                and called.get((k, i), set()) & ms.load_calls(ms.stmts[i])))
             if not found:
                 continue
             code = [ms.stmts[i] for _, i in found]
