@@ -1115,23 +1115,25 @@ def rebound_beside(stmt: ast.stmt, imp: ast.Import | ast.ImportFrom, name: str) 
             continue
         if isinstance(sub, ast.comprehension):  # its targets are the comprehension's own
             skip.update(id(n) for n in ast.walk(sub.target))
-        elif isinstance(sub, ast.Name) and isinstance(sub.ctx, (ast.Store, ast.Del)):
-            if sub.id == name:
+        elif isinstance(sub, (ast.Import, ast.ImportFrom)):
+            if sub is not imp and _import_binding(sub, name) not in (None, own):
                 return True
-        elif isinstance(sub, ast.arg) or isinstance(sub, (
-                ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.ExceptHandler,
-                ast.MatchAs, ast.MatchStar)):
-            if getattr(sub, "arg", None) == name or getattr(sub, "name", None) == name:
-                return True
-        elif isinstance(sub, ast.MatchMapping) and sub.rest == name:
+        elif _binds(sub, name):
             return True
-        elif isinstance(sub, (ast.Global, ast.Nonlocal)) and name in sub.names:
-            return True
-        elif isinstance(sub, (ast.Import, ast.ImportFrom)) and sub is not imp:
-            other = _import_binding(sub, name)
-            if other is not None and other != own:
-                return True
     return False
+
+
+def _binds(node: ast.AST, name: str) -> bool:
+    """Whether ``node`` itself binds ``name`` in the scope it is in (not an import)."""
+    if isinstance(node, ast.Name):
+        return node.id == name and isinstance(node.ctx, (ast.Store, ast.Del))
+    if isinstance(node, (ast.Global, ast.Nonlocal)):
+        return name in node.names
+    if isinstance(node, ast.MatchMapping):
+        return node.rest == name
+    return isinstance(node, (ast.arg, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef,
+                             ast.ExceptHandler, ast.MatchAs, ast.MatchStar)) and \
+        name in (getattr(node, "arg", None), getattr(node, "name", None))
 
 
 def _scope_holding(stmt: ast.stmt, target: ast.AST) -> ast.AST | None:
