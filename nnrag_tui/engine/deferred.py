@@ -11,8 +11,9 @@ first call of the function that imports it; at the top level, the file compiles 
 
 Such a module's code (its statements in the closure other than definitions, imports and
 assignments that call nothing of the corpus: the ``try``, ``if``, ``for``, ``with`` and
-expression statements the header's note on it lists, and BigVGAN's ``anti_alias_activation_cuda
-= load.load()``, which builds a CUDA extension and fails without one) goes, in upstream's order, into a function of its own that declares every name that
+expression statements the header's note on it lists, and BigVGAN's
+``anti_alias_activation_cuda = load.load()``, which builds a CUDA extension and fails without
+one) goes, in upstream's order, into a function of its own that declares every name that
 code binds ``global`` (a class or function defined there keeps its plain ``__qualname__``), runs
 it once and records that it did: ``_run_text_model()``. Each import inside a function that
 imports that module calls it first, as upstream's import runs the module. It is defined before
