@@ -22,21 +22,15 @@ def test_the_runner_is_named_after_its_module_and_clashes_take_the_package():
 
 
 def _extract_net(tmp_path, limits: str) -> str:
-    from helpers import path_config, write_tree
+    from helpers import extract_tree
 
-    from nnrag_tui.engine.extractor import BlockExtractor
-
-    root = write_tree(tmp_path / "repo", {
+    return extract_tree(tmp_path, {
         "apkg/__init__.py": "",
         "apkg/limits.py": limits,
         "apkg/net.py": ("from torch import nn\n\n\nclass Net(nn.Module):\n"
                         "    def forward(self, x):\n        from .limits import limit\n"
                         "        return x * limit()\n"),
-    })
-    with BlockExtractor(path_config({"r": root}), cache_dir=tmp_path / "cache",
-                        data_dir=tmp_path / "data") as ex:
-        ex.index()
-        return ex.extract_single_block("Net").generated.code
+    }).generated.code
 
 
 def test_code_a_function_cannot_hold_stays_at_the_top(tmp_path):

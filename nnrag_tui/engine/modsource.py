@@ -153,7 +153,7 @@ class ModuleSource:
     def mentions_outside_imports(self, st: TopStmt, name: str) -> bool:
         """Whether ``name`` occurs as a word in ``st`` other than on the lines of the imports
         nested in it (code, strings and annotations alike: a cautious test of use)."""
-        skip = {ln for imp, _ in self.nested_imports(st)
+        skip = {ln for imp, _, _ in self.nested_imports(st)
                 for ln in range(imp.lineno, (imp.end_lineno or imp.lineno) + 1)}
         pattern = re.compile(rf"\b{re.escape(name)}\b")
         return any(pattern.search(self.lines[ln - 1]) for ln in range(st.line, st.end_line + 1)
@@ -1039,27 +1039,28 @@ def container_access(node: ast.stmt) -> tuple[frozenset[str], frozenset[str]]:
 
 
 def _nested_imports(stmt: ast.stmt):
-    """(import statement, directly in a class body) for every import below ``stmt`` that a
-    function or class body holds; module-level ones (also inside a kept ``try``/``if``) are the
-    module's own imports and handled elsewhere."""
-    def walk(node: ast.AST, scope: str | None):
+    """(import statement, directly in a class body, the function or class whose own scope
+    holds it) for every import below ``stmt`` that a function or class body holds;
+    module-level ones (also inside a kept ``try``/``if``) are the module's own imports and
+    handled elsewhere."""
+    def walk(node: ast.AST, scope: str | None, holder: ast.AST | None):
         for child in ast.iter_child_nodes(node):
             if isinstance(child, (ast.Import, ast.ImportFrom)):
                 if scope is not None:
-                    yield child, scope == "class"
+                    yield child, scope == "class", holder
             elif isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                yield from walk(child, "function")
+                yield from walk(child, "function", child)
             elif isinstance(child, ast.ClassDef):
-                yield from walk(child, "class" if scope != "function" else "function")
+                yield from walk(child, "class" if scope != "function" else "function", child)
             else:
-                yield from walk(child, scope)
+                yield from walk(child, scope, holder)
 
     if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
-        yield from walk(stmt, "function")
+        yield from walk(stmt, "function", stmt)
     elif isinstance(stmt, ast.ClassDef):
-        yield from walk(stmt, "class")
+        yield from walk(stmt, "class", stmt)
     else:
-        yield from walk(stmt, None)
+        yield from walk(stmt, None, None)
 
 
 def _kind(node: ast.stmt) -> str:
@@ -1099,15 +1100,13 @@ def bound_only_by_imports(node: ast.stmt, name: str) -> bool:
     return all(by_import for n, by_import in _bindings(node) if n == name)
 
 
-def rebound_beside(stmt: ast.stmt, imp: ast.Import | ast.ImportFrom, name: str) -> bool:
-    """Whether the function or class body inside ``stmt`` that holds the import ``imp`` binds
-    ``name`` otherwise too: by an assignment, a parameter, a def, ``except ... as``, a
-    ``global``, or an import of something else. ``if fast: from .fast import impl`` beside
-    ``else: impl = slow``: the import, dropped because its definition is inlined as ``impl``,
-    would leave the local ``impl`` unbound where upstream's import bound it."""
-    scope = _scope_holding(stmt, imp)
-    if scope is None:
-        return True
+def rebound_beside(scope: ast.AST, imp: ast.Import | ast.ImportFrom, name: str) -> bool:
+    """Whether the function or class body ``scope``, which holds the import ``imp`` (see
+    ``ModuleSource.nested_imports``), binds ``name`` otherwise too: by an assignment, a
+    parameter, a def, ``except ... as``, a ``global``, or an import of something else. ``if
+    fast: from .fast import impl`` beside ``else: impl = slow``: the import, dropped because
+    its definition is inlined as ``impl``, would leave the local ``impl`` unbound where
+    upstream's import bound it."""
     own = _import_binding(imp, name)
     skip: set[int] = set()
     for sub in _own_scope(scope):
@@ -1134,29 +1133,6 @@ def _binds(node: ast.AST, name: str) -> bool:
     return isinstance(node, (ast.arg, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef,
                              ast.ExceptHandler, ast.MatchAs, ast.MatchStar)) and \
         name in (getattr(node, "arg", None), getattr(node, "name", None))
-
-
-def _scope_holding(stmt: ast.stmt, target: ast.AST) -> ast.AST | None:
-    """The innermost function, lambda or class inside ``stmt`` (``stmt`` itself included)
-    whose own scope holds ``target``."""
-    found: ast.AST | None = None
-
-    def walk(node: ast.AST, scope: ast.AST | None) -> bool:
-        nonlocal found
-        for child in ast.iter_child_nodes(node):
-            if child is target:
-                found = scope
-                return True
-            inner = child if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef,
-                                                ast.Lambda, ast.ClassDef)) else scope
-            if walk(child, inner):
-                return True
-        return False
-
-    start = stmt if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef,
-                                      ast.ClassDef)) else None
-    walk(stmt, start)
-    return found
 
 
 def _import_binding(imp: ast.Import | ast.ImportFrom, name: str) -> tuple | None:

@@ -1355,7 +1355,7 @@ class _ClosureBuilder:
         or becomes ``bound = name`` (the file has no package for a relative import, and
         importing the corpus is what the file must not do). External ones stay deferred."""
         ms = self.ms(entry)
-        for imp, in_class_body in ms.nested_imports(st):
+        for imp, in_class_body, holder in ms.nested_imports(st):
             for rec in _import_records(imp, entry):
                 if self.r.is_external(rec.target or ""):
                     continue
@@ -1379,7 +1379,7 @@ class _ClosureBuilder:
                     # ``from .cuda import Activation1d as CudaActivation1d``); it is dropped
                     # where ``name`` is ``bound``, unless the scope binds that otherwise too
                     self.avoid_capture(key, node, keep=None if rebound_beside(
-                        st.node, imp, rec.bound) else rec.bound)
+                        holder, imp, rec.bound) else rec.bound)
                     self.note_unsure(node, rec, t.entry, t.name, nodes)
                     self.deps.append(Dependency(node, rec.bound, "definition", t.qualified,
                                                 "local-import", t.confidence, in_class_body,
