@@ -37,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 from forked import run_forked  # (bench/forked.py)
 
 from nnrag_tui.engine.config import parse_config
-from nnrag_tui.engine.extractor import BlockExtractor, Extraction
+from nnrag_tui.engine.extractor import BlockExtractor, Extraction, write_module_files
 from nnrag_tui.engine.validate import undefined_names as validate_undefined
 
 torch = pytest.importorskip("torch")
@@ -311,6 +311,12 @@ MUST = {
         # "sj_lif", ...)``) exists only once that has run: the header says so
         ("# note: the torch operator nnrag_golden_ext::fast (opspkg/net.py:9) is defined by no "
          "statement that names it")],
+    # an operator of a namespace that an extension compiled as its module loads defines
+    # (SRU's ``load(name="sru_cpu", ..., is_python_module=False)``): that statement comes
+    # along, in its ``try``, and its C++ source goes beside the file
+    ("torch_ext_ops", "Net"): [
+        ('try:\n    load(name="nnrag_golden_built", sources=[_SOURCE], is_python_module=False,'),
+        "`_SOURCE` (extpkg/ops.py:9) reads extpkg/csrc/twice.cpp (as csrc/twice.cpp)"],
     # a module upstream imports right in a module-level ``if`` (NeMo's ``if TRITON_AVAILABLE:
     # from .ngram_lm_triton import ...``) runs inside it, its import of a package that may be
     # missing with it; two modules imported by one ``try``, the second built on the first
@@ -569,6 +575,7 @@ MUST_NOT = {
     ("guarded_helpers", "Net"): ["\nimport nnrag_missing_warp"],
     ("guarded_reexport", "Net"): ["\nfrom nnrag_missing_six"],
     ("torch_ops", "Net"): ["nnrag_golden::unused", "fast_fake"],
+    ("torch_ext_ops", "Net"): ["nnrag_golden_other", "other.cpp", "defined by no statement"],
     ("constant_registry", "Net"): ["SetPreprocessing", "SET = "],
     ("local_module_object", "Net"): ["import comm as dist", "kept as written"],
     ("lazy_group", "Net"): ["\nimport nnrag_missing_triton", "    SCALE = 2.0", "    def shift(",
@@ -781,6 +788,10 @@ def test_golden_file_runs_like_upstream(extracted, case, block, tmp_path):
     res, _, repo = extracted(case, block)
     assert res.ok, res.error
     path = CASES_DIR / case / "expected" / f"{block}.py"
+    found = res.generated.files()
+    if found:  # what the file finds beside itself goes there, as nnrag writes it
+        path = Path(shutil.copy(path, tmp_path / path.name))
+        assert write_module_files(tmp_path, found, []) == [str(tmp_path / r) for r in found]
     b = res.block
 
     def compare() -> dict:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from nnrag_tui.engine.torchops import MAY_REGISTER, op_reads, registered_ops
+from nnrag_tui.engine.torchops import MAY_REGISTER, built_namespaces, op_reads, registered_ops
 
 
 def _stmt(text: str) -> ast.stmt:
@@ -49,3 +49,28 @@ def test_the_prefilter_finds_what_may_register():
     assert MAY_REGISTER.search(b'@torch.library.custom_op("a::b", mutates_args=())')
     assert MAY_REGISTER.search(b"register_fake( 'a::b')")
     assert not MAY_REGISTER.search(b'custom_op = "a::b"')
+
+
+def test_an_extension_built_as_the_module_loads_defines_its_namespace():
+    # SRU's ops.py, and its cuda_functional.py's build inside a ``try`` with a fallback
+    assert registered_ops(_stmt(
+        'load(name="sru_cpu", sources=[cpu_source], is_python_module=False)')) == {
+        "sru_cpu::*": True}
+    text = ("try:\n    load(name='sru_cuda', sources=s, is_python_module=False)\n"
+            "except Exception:\n"
+            "    torch.utils.cpp_extension.load('sru_cuda', d, is_python_module=False)\n")
+    assert built_namespaces(_stmt(text)) == ["sru_cuda"]
+    assert built_namespaces(_stmt(
+        "if FAST:\n    load_inline(name='fast', cpp_sources=[s], is_python_module=False)\n")) \
+        == ["fast"]
+
+
+def test_what_builds_no_namespace():
+    # a Python module (the default), a name not known before it runs, a build in a function
+    assert built_namespaces(_stmt("ext = load(name='ext', sources=s)")) == []
+    assert built_namespaces(_stmt("load(name=NAME, sources=s, is_python_module=False)")) == []
+    assert built_namespaces(_stmt(
+        "def build():\n    load(name='later', sources=s, is_python_module=False)\n")) == []
+    assert built_namespaces(_stmt(
+        "x = lambda: load(name='later', sources=s, is_python_module=False)")) == []
+    assert MAY_REGISTER.search(b"load(name='a', sources=s, is_python_module = False)")

@@ -639,7 +639,10 @@ class SideEffects:
                 continue
             registry = self.r.op_registrations(node[0][0])
             for op in sorted(op_reads(st.node)):
-                found = registry.get(op, ())
+                found = registry.get(op, [])
+                if not any(defines for _, _, defines in found):
+                    # an extension built for the whole namespace (torchops.built_namespaces)
+                    found = [*registry.get(f"{op.partition('::')[0]}::*", ()), *found]
                 if not any(defines for _, _, defines in found):
                     # (torchvision's ``register_fake("torchvision::nms")`` is for an operator
                     # its compiled extension defines: without that, registering it fails)

@@ -17,6 +17,14 @@ repository does, and only the reader's own is searched. What registers a fake, a
 a kernel goes after the statements defining the operator, as torch requires. An operator that
 no statement of the repository defines (torchvision's ``nms``, defined by its compiled
 extension) brings nothing: registering its fake would fail without that extension.
+
+An extension that the repository compiles as it loads is a definition too. SRU's ``ops.py``
+runs ``load(name="sru_cpu", sources=[cpu_source], is_python_module=False)`` (from
+``torch.utils.cpp_extension``), and its ``@torch.jit.script`` functions read
+``torch.ops.sru_cpu.cpu_forward``: scripting them raises where that statement has not run. Such
+a statement, at module level or inside a module-level ``try`` or ``if``, defines every operator
+of the namespace it names (``NS::*``); its C++ sources, named by literals beside ``__file__``, go
+beside the generated file as any such file does (engine.modulefiles).
 """
 
 from __future__ import annotations
@@ -42,7 +50,11 @@ _TORCH_NAMESPACES = frozenset({
 _OP = re.compile(r"\s*([A-Za-z_]\w*)::([A-Za-z_]\w*)(?:\.\w+)?\s*(?:\(.*)?", re.DOTALL)
 # what may register an operator, to skip reading a module that cannot
 MAY_REGISTER = re.compile(rb"""(?:%s)\(\s*(?:name\s*=\s*)?["'][A-Za-z_]\w*::"""
+                          rb"|is_python_module\s*=\s*False"
                           % b"|".join(n.encode() for n in sorted(_REGISTERS)))
+# torch.utils.cpp_extension's functions that compile and load an extension
+_BUILDS = frozenset({"load", "load_inline"})
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
 
 
 def op_reads(node: ast.AST) -> frozenset[str]:
@@ -80,4 +92,35 @@ def registered_ops(node: ast.stmt) -> dict[str, bool]:
                 if m:
                     op = f"{m.group(1)}::{m.group(2)}"
                     out[op] = out.get(op, False) or last in _DEFINES
+    for ns in built_namespaces(node):
+        out[f"{ns}::*"] = True
+    return out
+
+
+def built_namespaces(node: ast.stmt) -> list[str]:
+    """The namespaces whose operators a module-level statement defines by compiling and
+    loading an extension as it runs: ``load(name="NS", ..., is_python_module=False)`` or
+    ``load_inline`` alike, also inside the statement's ``try``, ``if`` or ``with`` (not in a
+    function or class it defines). With ``is_python_module=False`` the library is loaded
+    only for the operators it registers, under the namespace the extension is named for."""
+    if isinstance(node, _SCOPES):
+        return []
+    out: list[str] = []
+    todo: list[ast.AST] = [node]
+    while todo:
+        sub = todo.pop()
+        if isinstance(sub, _SCOPES):
+            continue
+        todo.extend(ast.iter_child_nodes(sub))
+        if not isinstance(sub, ast.Call):
+            continue
+        name = dotted(sub.func)
+        if not name or name.rsplit(".", 1)[-1] not in _BUILDS or not any(
+                k.arg == "is_python_module" and isinstance(k.value, ast.Constant)
+                and k.value.value is False for k in sub.keywords):
+            continue
+        for arg in [*sub.args[:1], *(k.value for k in sub.keywords if k.arg == "name")]:
+            if isinstance(arg, ast.Constant) and isinstance(arg.value, str) and \
+                    arg.value.isidentifier() and arg.value not in out:
+                out.append(arg.value)
     return out
