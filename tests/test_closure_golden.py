@@ -311,6 +311,13 @@ MUST = {
         # "sj_lif", ...)``) exists only once that has run: the header says so
         ("# note: the torch operator nnrag_golden_ext::fast (opspkg/net.py:9) is defined by no "
          "statement that names it")],
+    # star imports of corpus modules inside a kept ``try`` (rockpool's ``try: from
+    # .torch_module import *`` ... ``except: TorchModule = missing_backend_shim(...)``): each
+    # name something reads is inlined, also one read later (``LIF``, from a function), and
+    # the star import goes; one whose names nothing reads is dropped
+    ("guarded_star", "Net"): [
+        "try:\n    TorchModule = TorchModule_torch_module\n    LIF = LIF_lif\nexcept:\n",
+        "guarded import `from .fast import *` dropped (nothing reads its names)"],
     # an operator of a namespace that an extension compiled as its module loads defines
     # (SRU's ``load(name="sru_cpu", ..., is_python_module=False)``): that statement comes
     # along, in its ``try``, and its C++ source goes beside the file
@@ -575,6 +582,7 @@ MUST_NOT = {
     ("guarded_helpers", "Net"): ["\nimport nnrag_missing_warp"],
     ("guarded_reexport", "Net"): ["\nfrom nnrag_missing_six"],
     ("torch_ops", "Net"): ["nnrag_golden::unused", "fast_fake"],
+    ("guarded_star", "Net"): ["import *", "from gspkg", "import gspkg", "class FastLIF"],
     ("torch_ext_ops", "Net"): ["nnrag_golden_other", "other.cpp", "defined by no statement"],
     ("constant_registry", "Net"): ["SetPreprocessing", "SET = "],
     ("local_module_object", "Net"): ["import comm as dist", "kept as written"],

@@ -1305,6 +1305,29 @@ class _ClosureBuilder:
                     self.pending.setdefault((node, rec.bound), []).append(rec)
                     continue
                 self.guarded_import(node, entry, rec)
+        self.visit_guarded_stars(node, entry, st, reads)
+
+    def visit_guarded_stars(self, node: NodeId, entry: ModuleEntry, st: TopStmt,
+                            reads: set[str] | frozenset[str]) -> None:
+        """Star imports of corpus modules inside a kept ``try``/``if`` (rockpool's
+        ``nn/modules/torch/__init__.py``: ``try: from .torch_module import *`` and eleven
+        more, ``except: ... TorchModule = missing_backend_shim(...)``). Each name the star
+        binds is one guarded import of it, taken up where a reader needs that name from the
+        statement (or the statement reads it itself); the star import itself goes, as the
+        file must not import the corpus. Where nothing needs one of its names it is dropped."""
+        for star in entry.stars:
+            if not (st.line <= star.line <= st.end_line) or not star.target:
+                continue
+            src = self.index.find_module(star.target, entry.source)
+            if src is None or self.r.is_external(src.module):
+                continue
+            self.guarded[(node, star.line, "*")] = UNUSED
+            for name in sorted(self.index.exports(src)):
+                rec = replace(star, bound=name, name=name)
+                if (node, name) in self.demanded or name in reads:
+                    self.guarded_import(node, entry, rec)
+                else:
+                    self.pending.setdefault((node, name), []).append(rec)
 
     def guarded_import(self, node: NodeId, entry: ModuleEntry, rec: ImportRecord) -> None:
         """One import inside the kept compound statement ``node``."""

@@ -571,15 +571,24 @@ class _Walker:
             return False
         for alias in node.names:
             bound = _bound(node, alias)
-            key = (node.lineno, bound)
-            if key not in self.guarded or key in self.unsure or node.lineno in self.nested \
-                    or node.lineno in self.runs:
-                return False
-            source = self.guarded[key]
-            target = self.renames.get(bound, bound) if module_level else bound
-            if source not in ("", None, target):
-                return False
+            for key in [(node.lineno, bound), *self._star_names(node, alias)]:
+                if key not in self.guarded or key in self.unsure or \
+                        node.lineno in self.nested or node.lineno in self.runs:
+                    return False
+                source = self.guarded[key]
+                name = key[1] if key[1] != "*" else bound
+                target = self.renames.get(name, name) if module_level else name
+                if source not in ("", None, target):
+                    return False
         return True
+
+    def _star_names(self, node: ast.Import | ast.ImportFrom,
+                    alias: ast.alias) -> list[tuple[int, str]]:
+        """The guarded imports standing for the names a corpus star import binds, where
+        ``alias`` is one (engine.resolve, ``visit_guarded_stars``)."""
+        if alias.name != "*" or (node.lineno, "*") not in self.guarded:
+            return []
+        return sorted(k for k in self.guarded if k[0] == node.lineno and k[1] != "*")
 
     def visit_import(self, node: ast.Import | ast.ImportFrom, module_level: bool) -> None:
         """A corpus import whose definition is inlined: dropped, or ``bound = name`` where the
@@ -596,6 +605,27 @@ class _Walker:
         for alias in node.names:
             bound = _bound(node, alias)
             key = (node.lineno, bound)
+            if alias.name == "*" and key in self.guarded:
+                # a corpus star import: each name it binds that something reads is inlined
+                changed = True
+                star = f"`from {'.' * getattr(node, 'level', 0)}{getattr(node, 'module', '') or ''}"\
+                       " import *`"
+                names, made = [], []
+                for k in self._star_names(node, alias):
+                    source, target = self.guarded[k], self.renames.get(k[1], k[1])
+                    if k in self.unsure:
+                        checks.append((k[1], source or target, self.unsure[k]))
+                    if source and source != target:
+                        made.append(f"{target} = {source}")
+                    elif source:
+                        names.append(f"`{k[1]}`")
+                assigns.extend(made)
+                self.ed.log.append(
+                    f"{what} {star} -> `{'; '.join(made)}` (inlined"
+                    + (f"; {', '.join(names)} too)" if names else ")") if made else
+                    f"{what} {star} dropped ({', '.join(names)} inlined)" if names else
+                    f"{what} {star} dropped (nothing reads its names)")
+                continue
             if key not in self.guarded:
                 new = self.renames.get(bound, bound) if module_level else bound
                 if new == bound:
