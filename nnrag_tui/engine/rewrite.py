@@ -605,11 +605,10 @@ class _Walker:
         for alias in node.names:
             bound = _bound(node, alias)
             key = (node.lineno, bound)
-            if alias.name == "*" and key in self.guarded:
+            if isinstance(node, ast.ImportFrom) and alias.name == "*" and key in self.guarded:
                 # a corpus star import: each name it binds that something reads is inlined
                 changed = True
-                star = f"`from {'.' * getattr(node, 'level', 0)}{getattr(node, 'module', '') or ''}"\
-                       " import *`"
+                star = f"`from {'.' * node.level}{node.module or ''} import *`"
                 names, made = [], []
                 for k in self._star_names(node, alias):
                     source, target = self.guarded[k], self.renames.get(k[1], k[1])
