@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from helpers import entry, fixture, module_index
+from helpers import entry, fixture, module_index, write_tree
 
 
 @pytest.fixture(scope="module")
@@ -136,3 +136,51 @@ def test_a_package_without_an_indexed_init_is_still_a_corpus_module(tmp_path):
     t = index.resolve_dotted(user, "ns.deep.sub.Block")
     assert (t.kind, t.entry.module, t.name) == ("def", "ns.deep.sub", "Block")
     assert index.lookup(user, "nsx").kind == "external"
+
+
+def test_a_name_two_star_imports_bind_is_the_one_run_last_when_read(tmp_path):
+    """torch_mimicry's ``modules/__init__.py`` runs ``from .layers import *`` (an ``SNLinear``
+    function wrapping ``nn.Linear``), ``from .resblocks import *``, then ``from
+    .spectral_norm import *`` (an ``SNLinear`` class). A module that imports ``SNLinear``
+    from the package once it has run gets the class; ``resblocks``, which imports it halfway
+    (the package's star import of it runs it), gets the function. Guarded star imports keep
+    their order: the ``try``'s comes before its fallback's. The blocks built from the
+    generated files hold what upstream's hold."""
+    from helpers import extract_tree
+
+    files = {
+        "mm/__init__.py": "",
+        "mm/modules/__init__.py": ("from .layers import *\nfrom .resblocks import *\n"
+                                   "from .spectral_norm import *\n"
+                                   "try:\n    from .fast import *\n"
+                                   "except ImportError:\n    from .slow import *\n"),
+        "mm/modules/layers.py": ("from torch import nn\n\n\ndef SNLinear(*args, **kwargs):\n"
+                                 "    return nn.Linear(*args, **kwargs)\n"),
+        "mm/modules/spectral_norm.py": ("from torch import nn\n\n\n"
+                                        "class SNLinear(nn.Linear):\n    pass\n"),
+        "mm/modules/resblocks.py": ("from torch import nn\n\nfrom mm.modules import SNLinear\n\n"
+                                    "__all__ = ['Block']\n\n\n"
+                                    "class Block(nn.Module):\n    def __init__(self):\n"
+                                    "        super().__init__()\n"
+                                    "        self.l1 = SNLinear(8, 8)\n\n"
+                                    "    def forward(self, x):\n        return self.l1(x)\n"),
+        "mm/modules/fast.py": "def kernel():\n    return 'fast'\n",
+        "mm/modules/slow.py": "def kernel():\n    return 'slow'\n",
+        "mm/net.py": ("from torch import nn\n\nfrom mm.modules import Block, SNLinear, kernel\n\n\n"
+                      "class Net(nn.Module):\n    def __init__(self):\n"
+                      "        super().__init__()\n        self.block = Block()\n"
+                      "        self.l5 = SNLinear(8, 1)\n        self.kind = kernel()\n\n"
+                      "    def forward(self, x):\n        return self.l5(self.block(x))\n"),
+    }
+    index = module_index({"r": write_tree(tmp_path / "tree", files)})
+    net, blocks = entry(index, "mm.net"), entry(index, "mm.modules.resblocks")
+    assert index.resolve_dotted(net, "SNLinear").qualified == "mm.modules.spectral_norm.SNLinear"
+    assert index.resolve_dotted(blocks, "SNLinear").qualified == "mm.modules.layers.SNLinear"
+    assert index.resolve_dotted(net, "kernel").qualified == "mm.modules.fast.kernel"
+
+    result = extract_tree(tmp_path / "x", files)
+    namespace: dict = {"__name__": "generated_mm"}
+    exec(compile(result.generated.code, "Net.py", "exec"), namespace)
+    built = namespace["Net"]()
+    assert type(built.l5).__name__ == "SNLinear" and built.kind == "fast"
+    assert type(built.block.l1).__name__ == "Linear"

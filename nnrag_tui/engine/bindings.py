@@ -103,7 +103,7 @@ class ModuleIndex:
             lst.sort(key=lambda e: (e.priority, e.source))
         self._exports: dict[tuple[str, str], frozenset[str]] = {}
         self._ext_star: dict[tuple[str, str], tuple[str, str] | None] = {}
-        self._memo: dict[tuple[tuple[str, str], str], Target] = {}
+        self._memo: dict[tuple, Target] = {}  # (module key, name[, line it has run to])
 
     # -- modules ---------------------------------------------------------------------------
     @functools.cached_property
@@ -188,20 +188,23 @@ class ModuleIndex:
         return cands[0]
 
     # -- names -----------------------------------------------------------------------------
-    def lookup(self, entry: ModuleEntry, name: str, _depth: int = 0) -> Target:
-        """The module-level binding of ``name`` as seen from inside ``entry``."""
-        key = (entry.key, name)
+    def lookup(self, entry: ModuleEntry, name: str, _depth: int = 0,
+               _above: int | None = None) -> Target:
+        """The module-level binding of ``name`` as seen from inside ``entry`` (by a module
+        that ``entry`` imports at line ``_above``, while it has run only that far)."""
+        key = (entry.key, name) if _above is None else (entry.key, name, _above)
         hit = self._memo.get(key)
         if hit is not None:
             return hit
         if _depth > MAX_DEPTH:
             return Target("unresolved", name, note="import cycle")
         self._memo[key] = Target("unresolved", name, note="import cycle")  # cycle guard
-        t = self._lookup(entry, name, _depth)
+        t = self._lookup(entry, name, _depth, _above)
         self._memo[key] = t
         return t
 
-    def _lookup(self, entry: ModuleEntry, name: str, depth: int) -> Target:
+    def _lookup(self, entry: ModuleEntry, name: str, depth: int,
+                above: int | None = None) -> Target:
         lazy = entry.lazy.get(name)
         if lazy is not None:
             # PEP 562: the module binds the name by no statement (a value-less annotation at
@@ -237,7 +240,7 @@ class ModuleIndex:
                     # name is decided as the module runs, so the statements are what it is
                     return Target("def", name, entry)
             return t
-        for star in entry.stars:
+        for star in _star_order(entry.stars, above):
             t = self._from_star(entry, star, name, depth)
             if t is not None:
                 return t
@@ -322,7 +325,7 @@ class ModuleIndex:
             if sub is not None:
                 return Target("module", sub.module, sub, how="import")
         if src is not None:
-            t = self.lookup(src, rec.name, depth + 1)
+            t = self.lookup(src, rec.name, depth + 1, _importing_line(src, entry))
             if t.kind != "unresolved":
                 direct = t.kind == "def" and t.entry is src
                 return _with_how(t, "import" if direct else
@@ -411,6 +414,33 @@ class ModuleIndex:
         if sym is not None:
             return t.entry, sym
         return None
+
+
+def _star_order(stars: list[ImportRecord], above: int | None) -> list[ImportRecord]:
+    """The star imports in the order they are asked for a name: the unguarded ones that have
+    run (above line ``above``, where given) last first, as the last to run binds it; then the
+    guarded ones as they come (``try: from .fast import *`` before its ``except ImportError:
+    from .slow import *``).
+
+    torch_mimicry's ``modules/__init__.py`` runs ``from .layers import *`` (an ``SNLinear``
+    function), ``from .resblocks import *`` and ``from .spectral_norm import *`` (an
+    ``SNLinear`` class): a module importing ``SNLinear`` from the package once it has run
+    gets the class, while ``resblocks``, which imports ``SNConv2d`` from it halfway (at the
+    star import that runs it), gets ``layers``' function."""
+    plain = [s for s in stars if not s.guard.kind and (above is None or s.line < above)]
+    return [*reversed(plain), *(s for s in stars if s.guard.kind)]
+
+
+def _importing_line(package: ModuleEntry, importer: ModuleEntry) -> int | None:
+    """The first line at which ``package`` imports ``importer`` as it runs, unguarded, where
+    it does: there ``importer`` reads ``package`` half run."""
+    if package is importer:
+        return None
+    lines = [r.line for r in package.stars if r.target == importer.module and not r.guard.kind]
+    lines += [r.line for recs in package.imports.values() for r in recs
+              if not r.guard.kind and (r.target == importer.module or
+                                       f"{r.target}.{r.name}" == importer.module)]
+    return min(lines) if lines else None
 
 
 def _bound_above(entry: ModuleEntry, rec: ImportRecord) -> bool:
