@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 from helpers import entry, fixture, module_index, write_tree
 
+from nnrag_tui.engine.facts import ImportRecord
+
 
 @pytest.fixture(scope="module")
 def index():
@@ -163,7 +165,10 @@ def test_a_name_two_star_imports_bind_is_the_one_run_last_when_read(tmp_path):
                                     "class Block(nn.Module):\n    def __init__(self):\n"
                                     "        super().__init__()\n"
                                     "        self.l1 = SNLinear(8, 8)\n\n"
-                                    "    def forward(self, x):\n        return self.l1(x)\n"),
+                                    "    def forward(self, x):\n        return self.l1(x)\n\n\n"
+                                    "def late_linear():\n"
+                                    "    from mm.modules import SNLinear as Late\n\n"
+                                    "    return Late(8, 8)\n"),
         "mm/modules/fast.py": "def kernel():\n    return 'fast'\n",
         "mm/modules/slow.py": "def kernel():\n    return 'slow'\n",
         "mm/net.py": ("from torch import nn\n\nfrom mm.modules import Block, SNLinear, kernel\n\n\n"
@@ -177,6 +182,9 @@ def test_a_name_two_star_imports_bind_is_the_one_run_last_when_read(tmp_path):
     assert index.resolve_dotted(net, "SNLinear").qualified == "mm.modules.spectral_norm.SNLinear"
     assert index.resolve_dotted(blocks, "SNLinear").qualified == "mm.modules.layers.SNLinear"
     assert index.resolve_dotted(net, "kernel").qualified == "mm.modules.fast.kernel"
+    # an import inside a function runs once the package has run to its end
+    late = ImportRecord("Late", "mm.modules", "SNLinear", "Late", 0, "mm.modules", 18, 18)
+    assert index.follow_import(blocks, late).qualified == "mm.modules.spectral_norm.SNLinear"
 
     result = extract_tree(tmp_path / "x", files)
     namespace: dict = {"__name__": "generated_mm"}

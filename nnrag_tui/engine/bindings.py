@@ -325,7 +325,10 @@ class ModuleIndex:
             if sub is not None:
                 return Target("module", sub.module, sub, how="import")
         if src is not None:
-            t = self.lookup(src, rec.name, depth + 1, _importing_line(src, entry))
+            # (an import inside a function runs once the package has run to its end)
+            at_top = rec in entry.imports.get(rec.bound, ())
+            t = self.lookup(src, rec.name, depth + 1,
+                            _importing_line(src, entry) if at_top else None)
             if t.kind != "unresolved":
                 direct = t.kind == "def" and t.entry is src
                 return _with_how(t, "import" if direct else
