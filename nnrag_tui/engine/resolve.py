@@ -1035,7 +1035,7 @@ class _ClosureBuilder:
             plain = self.plain_import(entry, name, st.line if load else None)
             if plain is not None:
                 others = [i for i in others
-                          if not self.reimports(entry, ms.stmts[i], name, plain)]
+                          if not self.reimports(entry, ms.stmts[i], name, plain, st)]
             if plain is not None and (not others or plain.line > max(
                     ms.stmts[i].line for i in others)):
                 # ``try: import simplejson as json`` ... then ``import json``: the import
@@ -1055,7 +1055,15 @@ class _ClosureBuilder:
         if name in st.binds:
             # Only this statement binds it: a self-reference (recursion, a class naming itself),
             # unless its eager use already read an import above it (see above)
-            self.refs.setdefault((node, name), ("def", entry.key, name))
+            key = ("def", entry.key, name)
+            self.refs.setdefault((node, name), key)
+            plain = self.plain_import(entry, name, st.line)
+            if st.kind == "compound" and plain is not None:
+                # FlagEmbedding's ``if is_torch_fx_available(): if ...: import torch.fx`` then
+                # ``_prepare_4d_causal_attention_mask = torch.fx.wrap(_prepare_4d_...)``: a
+                # statement that rebinds the name only on some paths reads the import above
+                # it on the others, as any later reader does (``import_beneath``)
+                self.import_beneath(entry, name, plain, key, (node,))
             return
         t = self.index.lookup(entry, name)
         self.follow(node, entry, st, name, t, load, assigned_global)
@@ -1101,15 +1109,30 @@ class _ClosureBuilder:
                 if not r.guard.kind and (above is None or r.line < above)]
         return max(recs, key=lambda r: r.line) if recs else None
 
-    @staticmethod
-    def reimports(entry: ModuleEntry, st: TopStmt, name: str, plain: ImportRecord) -> bool:
+    def reimports(self, entry: ModuleEntry, st: TopStmt, name: str, plain: ImportRecord,
+                  reader: TopStmt | None = None) -> bool:
         """Whether a guarded statement binds ``name`` only by importing what ``plain``
-        imports (yolov5's ``except ImportError: import os; os.system("pip install ...")``)."""
+        imports (yolov5's ``except ImportError: import os; os.system("pip install ...")``).
+        ``import torch.fx`` binds the ``torch`` of ``import torch`` too (FlagEmbedding's
+        ``if is_torch_fx_available(): import torch.fx``), unless ``reader`` reads into
+        ``torch.fx``, which that import loads."""
         if st.kind != "compound" or not bound_only_by_imports(st.node, name):
             return False
         inner = [r for r in entry.imports.get(name, ()) if st.line <= r.line <= st.end_line]
-        return bool(inner) and all((r.target, r.name) == (plain.target, plain.name)
-                                   for r in inner)
+        return bool(inner) and all(
+            (r.target, r.name) == (plain.target, plain.name)
+            or self.binds_package_of(entry, r, plain, reader) for r in inner)
+
+    def binds_package_of(self, entry: ModuleEntry, rec: ImportRecord, plain: ImportRecord,
+                         reader: TopStmt | None) -> bool:
+        """Whether ``rec`` is ``import a.b`` binding the very ``a`` that ``plain`` (``import
+        a`` or ``import a.c``) binds, for a ``reader`` that reads no chain into ``a.b``."""
+        if rec.name is not None or rec.asname is not None or plain.name is not None or \
+                plain.asname is not None or \
+                rec.target.split(".")[0] != plain.target.split(".")[0] or reader is None:
+            return False
+        return not any(c == rec.target or c.startswith(rec.target + ".")
+                       for c in self.ms(entry).chains(reader, rec.bound))
 
     def import_beneath(self, entry: ModuleEntry, name: str, rec: ImportRecord, key: BindKey,
                        nodes: tuple[NodeId, ...]) -> None:
