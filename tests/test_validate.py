@@ -303,7 +303,7 @@ def test_good_block_reaches_forward(validator):
 
 
 FALSE_ALARMS = """\
-from typing import Optional
+from typing import Optional, Union
 
 from typing_extensions import Literal as Literal_te
 
@@ -321,6 +321,10 @@ def pad(mode: "Literal_te['front', 'back']" = "back") -> "Optional['Literal_te[\
 
 def halve(x: Float[torch.Tensor, "batch #channels"]) -> Float[torch.Tensor, "batch"]:
     return x / 2
+
+
+def norm(x: "Float[torch.Tensor, '*leading_dims']") -> "Union[Float[torch.Tensor, 'rdim'], int]":
+    return x.norm() if isinstance(x, Float[torch.Tensor, "*batch"]) else x
 
 
 class Masks(torch.nn.Module):
@@ -346,7 +350,9 @@ def test_pyflakes_false_alarms_do_not_fail_the_static_stage(incremental):
     whose strings pyflakes takes for annotations, also inside an annotation written as a string
     (nni's ``"Literal_typing_extensions['front', 'back']"``, as upstream's ``from __future__
     import annotations`` makes it), and toto's jaxtyping shapes (``Float[Tensor, "batch
-    #variate"]``, where pyflakes reads ``batch``): none is an undefined name, and the static
+    #variate"]``, where pyflakes reads ``batch``), also in transformer_lens' annotations
+    written as strings (``-> "Float[torch.Tensor, '*leading_dims']"``, where pyflakes reads
+    ``leading_dims``, as ``*batch`` reads ``batch``): none is an undefined name, and the static
     stage says so, as flake8 would. tsai reads such loop-carried locals without a noqa (``n_in``
     in XceptionTime): a name its function binds is no module-level name the file lacks, so that
     passes too. A name nothing binds is reported, noqa for another code or not."""
@@ -365,6 +371,11 @@ def test_pyflakes_false_alarms_do_not_fail_the_static_stage(incremental):
         bad = source_stages(code, "/tmp/fa.py", cache=cache)
         assert bad.verdicts[2].stage == "static" and not bad.verdicts[2].ok
         assert {u["name"] for u in bad.verdicts[2].detail["undefined"]} == {"indices"}
+    # a name of such a string that is not a shape is read as pyflakes reads it
+    misspelt = FALSE_ALARMS.replace("\"Union[Float[torch.Tensor,", "\"Union[Float[Tensr,")
+    bad = source_stages(misspelt, "/tmp/fa.py", cache=cache)
+    assert bad.verdicts[2].stage == "static" and not bad.verdicts[2].ok
+    assert {u["name"] for u in bad.verdicts[2].detail["undefined"]} == {"Tensr"}
 
 
 @needs_torch

@@ -34,7 +34,7 @@ from typing import Any
 from nnrag_tui.engine import taxonomy
 from nnrag_tui.engine.modsource import TYPING_MODULES
 from nnrag_tui.engine.namespace import namespace_writes
-from nnrag_tui.engine.parse import shape_strings
+from nnrag_tui.engine.parse import JAXTYPING_TYPES, shape_strings
 from nnrag_tui.engine.taxonomy import Cause, failure_table, format_failure_table  # noqa: F401
 
 STAGES = ("parse", "compile", "static", "import", "instantiate", "forward")
@@ -439,7 +439,8 @@ def known_false_alarms(tree: ast.Module, code: str | None, found: list[dict]
       ``precedence[:, indices]  # noqa: F821`` reads the ``indices`` of the loop's previous
       iteration;
     - the shapes of jaxtyping's ``Float[Tensor, "batch #variate"]``, where pyflakes reads
-      ``batch`` (``parse.shape_strings``);
+      ``batch`` (``parse.shape_strings``), also in an annotation written as a string
+      (transformer_lens' ``-> "Float[torch.Tensor, '*leading_dims']"``);
     - the strings of a ``Literal[...]`` imported under another name (``from typing_extensions
       import Literal as Literal_typing_extensions``, as a clash rename makes it), which
       pyflakes takes for string annotations;
@@ -485,6 +486,8 @@ def known_false_alarms(tree: ast.Module, code: str | None, found: list[dict]
     for n in ast.walk(tree):
         for c in shape_strings(n):
             out.update((name, c.lineno) for name in _names_pyflakes_reads(c.value))
+        if isinstance(n, ast.Constant) and isinstance(n.value, str):
+            out.update((name, n.lineno) for name in _quoted_shape_names(n.value))
     functions = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef,
                                                              ast.AsyncFunctionDef))]
     for u in found:
@@ -571,11 +574,39 @@ def _aliased_literal_strings(text: str, aliases: set[str]) -> set[str]:
 def _names_pyflakes_reads(text: str) -> set[str]:
     """The names pyflakes finds in a string it takes for an annotation: ``"one-hot"`` reads
     ``one`` and ``hot``."""
+    expr = _pyflakes_annotation(text)
+    return set() if expr is None else {n.id for n in ast.walk(expr) if isinstance(n, ast.Name)}
+
+
+def _pyflakes_annotation(text: str) -> ast.expr | None:
+    """The expression pyflakes parses a string annotation into: one expression statement, so
+    that jaxtyping's ``"*leading_dims"`` reads ``leading_dims`` (transformer_lens)."""
     try:
-        expr = ast.parse(text.strip(), mode="eval")
+        body = ast.parse(text.strip()).body
     except (SyntaxError, ValueError):
+        return None
+    return body[0].value if len(body) == 1 and isinstance(body[0], ast.Expr) else None
+
+
+_JAXTYPING_IN_TEXT = re.compile(r"\b(?:%s)\s*\[" % "|".join(sorted(JAXTYPING_TYPES)))
+
+
+def _quoted_shape_names(text: str) -> set[str]:
+    """The names pyflakes reads in the shapes of a jaxtyping annotation written as a string:
+    transformer_lens' ``-> "Float[torch.Tensor, '... ldim']"`` or ``"Union[Float[...], ...]"``
+    (pyflakes reports them at the line of the outer string)."""
+    if len(text) > 4000 or not _JAXTYPING_IN_TEXT.search(text):
         return set()
-    return {n.id for n in ast.walk(expr) if isinstance(n, ast.Name)}
+    expr = _pyflakes_annotation(text)
+    if expr is None:
+        return set()
+    out: set[str] = set()
+    for n in ast.walk(expr):
+        for c in shape_strings(n):
+            out |= _names_pyflakes_reads(c.value)
+        if isinstance(n, ast.Constant) and isinstance(n.value, str):  # (shorter: it ends)
+            out |= _quoted_shape_names(n.value)
+    return out
 
 
 def _pyflakes(tree: ast.Module, filename: str, local_names: set | None = None
