@@ -83,8 +83,7 @@ def test_each_block_takes_its_dependencies_from_its_own_repository(five_repos, t
     blocks = [b for b in ex.blocks() if b.name == "Block"]
     assert sorted(b.source for b in blocks) == sorted(specs)
     for b in blocks:
-        res = ex.extract_single_block(b.key) if b.source not in ("alpha", "beta", "gamma") \
-            else _extract_from(ex, b)
+        res = ex.extract_single_block(b.key, repo=b.source)
         assert res.ok, res.error
         code = res.generated.code
         repo, pkg, scale, offset, _ = specs[b.source]
@@ -103,16 +102,6 @@ def test_each_block_takes_its_dependencies_from_its_own_repository(five_repos, t
         assert torch.equal(out, 2 * (x * scale + offset))
 
 
-def _extract_from(ex, block):
-    """Forks share module names, so the explicit ``module:Name`` selector is ambiguous across
-    them; the resolver is handed the exact block instead."""
-    from nnrag_tui.engine.extractor import Extraction
-    from nnrag_tui.engine.generate import generate
-
-    closure = ex.resolver().closure(block)
-    return Extraction(block.key, block, generate(closure, ex.store.source_roots()))
-
-
 def test_bare_name_picks_by_priority_and_says_so(five_repos):
     ex, specs = five_repos
     res = ex.extract_single_block("Block")
@@ -129,6 +118,28 @@ def test_explicit_selector_picks_one(five_repos):
     res = ex.extract_single_block("deltapkg.blocks:Block")
     assert res.ok and res.block.source == "delta"
     assert "Mlp of delta." in res.generated.code
+
+
+def test_forks_share_the_selector_and_the_repository_picks_among_them(five_repos):
+    """alpha, beta and gamma all have ``shared.blocks:Block``: the selector alone takes beta
+    (priority 1) and names the others with their repositories; ``repo`` takes any one."""
+    ex, _ = five_repos
+    res = ex.extract_single_block("shared.blocks:Block")
+    assert res.ok and res.block.source == "beta"
+    note = next(n for n in res.notes if "blocks are named" in n)
+    assert "shared.blocks:Block (alpha)" in note and "shared.blocks:Block (gamma)" in note
+    for repo in ("alpha", "gamma"):
+        res = ex.extract_single_block("shared.blocks:Block", repo=repo)
+        assert res.ok and res.block.source == repo and not res.notes
+        assert f"Mlp of {repo}." in res.generated.code and "Mlp of beta." not in \
+            res.generated.code
+    assert [r.block.source for r in ex.extract_multiple_blocks(["Block"], repo="gamma")] == \
+        ["gamma"]
+    missing = ex.extract_single_block("shared.blocks:Block", repo="delta")
+    assert not missing.ok and "no block named 'shared.blocks:Block' of repository 'delta'" in \
+        missing.error
+    unknown = ex.extract_single_block("Block", repo="zeta")
+    assert not unknown.ok and "no repository named 'zeta'" in unknown.error
 
 
 # OpenMMLab's shape across repositories: mmdet's CTResNetNeck builds

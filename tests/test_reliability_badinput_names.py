@@ -58,8 +58,9 @@ def test_corrupt_index_says_how_to_recover(tmp_path, env, good_config):
     (["extract", "--from-file", "NAMES", "--limit", "-3"], "must be at least 1"),
     (["extract", "--from-file", "NAMES", "--start-from", "Other"], "--start-from 'Other'"),
     (["extract", "--from-file", "LATIN1"], "not UTF-8"),
+    (["extract", "--block", "Tiny", "--repo", "nosuchrepo"], "--repo nosuchrepo: no repository"),
 ], ids=["unknown", "wrong-module", "empty", "blank-in-list", "list-missing", "bad-category",
-        "zero-workers", "negative-limit", "start-from-missing", "list-not-utf8"])
+        "zero-workers", "negative-limit", "start-from-missing", "list-not-utf8", "unknown-repo"])
 def test_bad_block_names(args, needle, tmp_path, env, good_config):
     names = tmp_path / "names.txt"
     names.write_text("Tiny\n")
@@ -82,8 +83,15 @@ def test_a_name_matching_several_blocks_says_which_it_took(tmp_path, env):
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr
     note = [ln for ln in proc.stderr.splitlines() if "blocks are named 'Tiny'" in ln]
-    assert note and "took fixpkg.blocks:Tiny" in note[0] and "other.blocks:Tiny" in note[0]
+    assert note and "took fixpkg.blocks:Tiny" in note[0] and "other.blocks:Tiny (second)" in \
+        note[0]
     assert "class Tiny(nn.Module)" in proc.stdout
+    # --repo takes the other one, with no note: nothing else was a candidate
+    proc = run_cli(["extract", "--block", "Tiny", "--repo", "second", "--stdout",
+                    "--no-validate", "--config", str(cfg)], env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert "# block: other.blocks:Tiny" in proc.stdout
+    assert "blocks are named" not in proc.stderr
 
 
 # -- registry names --------------------------------------------------------------------------

@@ -40,6 +40,9 @@ def register(sub) -> None:
     g.add_argument("--blocks", metavar="NAME", nargs="+")
     g.add_argument("--from-file", metavar="FILE",
                    help="a JSON list of names, or one name per line")
+    p.add_argument("--repo", metavar="NAME",
+                   help="take each name from this configured repository alone (forks and "
+                        "vendored copies share module paths)")
     p.add_argument("--limit", type=positive_int, help="with --from-file: at most N names")
     p.add_argument("--start-from", metavar="NAME", help="with --from-file: skip names before")
     p.add_argument("--out", metavar="DIR", help="write DIR/NAME.py and DIR/NAME.spec.json")
@@ -91,13 +94,18 @@ def cmd_extract(args) -> int:
     pool = None if args.no_validate else _pool(args, len(names))
     try:
         with extractor(args) as ex:
+            known = [s.name for s in ex.config.sources]
+            if args.repo is not None and args.repo not in known:
+                print(f"nnrag: error: --repo {args.repo}: no repository of that name in "
+                      f"{ex.config.origin} (configured: {', '.join(known)})", file=sys.stderr)
+                return EXIT_ERROR
             if pool is not None and args.stage in ("import", "instantiate", "forward"):
                 pool.start()  # the workers import torch while the index is brought up to date
             ex.warm_index_once(args.policy, progress=StderrProgress())
             tally = _Run(args, pool, ex)
             written = OutputNames()
             for name in names:
-                tally.add(ex.extract_single_block(name, args.out, written))
+                tally.add(ex.extract_single_block(name, args.out, written, args.repo))
             tally.finish()
     except SandboxError as exc:
         print(f"nnrag: error: {exc}; to extract without validating, add --no-validate",

@@ -111,20 +111,27 @@ class BlockExtractor:
                      or fnmatch.fnmatchcase(b.key, match)]
         return found
 
-    def find_block(self, name: str) -> tuple[Block, list[Block]]:
+    def find_block(self, name: str, repo: str | None = None) -> tuple[Block, list[Block]]:
         """One block by ``Name``, ``pkg.mod.Name`` or ``pkg.mod:Name``; returns the pick and the
-        other candidates. Several with the same name are decided by repository priority."""
+        other candidates. Several with the same name are decided by repository priority;
+        ``repo`` (a configured source name) takes that repository's alone: forks and vendored
+        copies share module paths (clip-anytorch and openai-clip both have ``clip.model:CLIP``),
+        where even ``pkg.mod:Name`` names one block in each."""
+        if repo is not None and repo not in {s.name for s in self.config.sources}:
+            raise BlockNotFound(f"no repository named {repo!r} in {self.config.origin} "
+                                f"(configured: {', '.join(s.name for s in self.config.sources)})")
         if ":" in name:
             module, qual = name.split(":", 1)
-            cands = [b for b in self.store.blocks(name=qual.rsplit(".", 1)[-1])
+            cands = [b for b in self.store.blocks(name=qual.rsplit(".", 1)[-1], repo=repo)
                      if b.module == module and b.qualname == qual]
         elif "." in name:
-            cands = [b for b in self.store.blocks(name=name.rsplit(".", 1)[-1])
+            cands = [b for b in self.store.blocks(name=name.rsplit(".", 1)[-1], repo=repo)
                      if b.full_name == name]
         else:
-            cands = self.store.blocks(name=name)
+            cands = self.store.blocks(name=name, repo=repo)
         if not cands:
-            raise BlockNotFound(f"no block named {name!r} in the index (try `nnrag blocks "
+            where = f" of repository {repo!r}" if repo is not None else " in the index"
+            raise BlockNotFound(f"no block named {name!r}{where} (try `nnrag blocks "
                                 f"--match '*{name.rsplit('.', 1)[-1]}*'`)")
         return cands[0], cands[1:]
 
@@ -154,19 +161,21 @@ class BlockExtractor:
                                   for e in index.entries.values() if e.source in marked}
 
     def extract_single_block(self, name: str, out_dir: str | Path | None = None,
-                             names: OutputNames | None = None) -> Extraction:
-        """Extracts one block by ``Name``, ``pkg.mod.Name`` or ``pkg.mod:Name``. Never raises
-        for a block that cannot be extracted: the failure is in the result. ``names``: the
-        file names already written in this run (see ``OutputNames``)."""
+                             names: OutputNames | None = None, repo: str | None = None
+                             ) -> Extraction:
+        """Extracts one block by ``Name``, ``pkg.mod.Name`` or ``pkg.mod:Name`` (of repository
+        ``repo`` alone, when given). Never raises for a block that cannot be extracted: the
+        failure is in the result. ``names``: the file names already written in this run (see
+        ``OutputNames``)."""
         try:
-            block, others = self.find_block(name)
+            block, others = self.find_block(name, repo)
         except BlockNotFound as exc:
             return Extraction(name, None, None, error=str(exc))
         notes = []
         if others:
             notes.append(f"{len(others) + 1} blocks are named {name!r}; took {block.key} "
                          f"({block.source}, priority {self._priority(block.source)}); others: "
-                         + ", ".join(o.key for o in others))
+                         + ", ".join(f"{o.key} ({o.source})" for o in others))
         result, _ = self.extract_block(block, requested=name, notes=notes)
         if out_dir is not None and result.ok:
             stem, note = (names or OutputNames()).claim(result)
@@ -231,16 +240,17 @@ class BlockExtractor:
             return []
         return [s.as_dict() for s in sets]
 
-    def extract_multiple_blocks(self, names, out_dir: str | Path | None = None
-                                ) -> list[Extraction]:
+    def extract_multiple_blocks(self, names, out_dir: str | Path | None = None,
+                                repo: str | None = None) -> list[Extraction]:
         written = OutputNames()
-        return [self.extract_single_block(n, out_dir, written) for n in names]
+        return [self.extract_single_block(n, out_dir, written, repo) for n in names]
 
     def extract_blocks_from_file(self, path: str | Path, limit: int | None = None,
                                  start_from: str | None = None,
-                                 out_dir: str | Path | None = None) -> list[Extraction]:
+                                 out_dir: str | Path | None = None,
+                                 repo: str | None = None) -> list[Extraction]:
         return self.extract_multiple_blocks(
-            read_block_names(path, limit=limit, start_from=start_from), out_dir)
+            read_block_names(path, limit=limit, start_from=start_from), out_dir, repo)
 
     def _priority(self, source: str) -> int:
         for s in self.config.sources:
