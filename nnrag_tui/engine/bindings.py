@@ -104,6 +104,7 @@ class ModuleIndex:
         self._exports: dict[tuple[str, str], frozenset[str]] = {}
         self._ext_star: dict[tuple[str, str], tuple[str, str] | None] = {}
         self._memo: dict[tuple, Target] = {}  # (module key, name[, line it has run to])
+        self._importing: dict[tuple[tuple[str, str], tuple[str, str]], int | None] = {}
 
     # -- modules ---------------------------------------------------------------------------
     @functools.cached_property
@@ -328,7 +329,7 @@ class ModuleIndex:
             # (an import inside a function runs once the package has run to its end)
             at_top = rec in entry.imports.get(rec.bound, ())
             t = self.lookup(src, rec.name, depth + 1,
-                            _importing_line(src, entry) if at_top else None)
+                            self.importing_line(src, entry) if at_top else None)
             if t.kind != "unresolved":
                 direct = t.kind == "def" and t.entry is src
                 return _with_how(t, "import" if direct else
@@ -340,6 +341,14 @@ class ModuleIndex:
             return Target("unresolved", rec.name,
                           note=f"{rec.target} has no {rec.name!r}")
         return Target("external", f"{rec.target}.{rec.name}", how="import")
+
+    def importing_line(self, package: ModuleEntry, importer: ModuleEntry) -> int | None:
+        """``_importing_line``, once per pair: every module-level import the lookup follows
+        asks it."""
+        key = (package.key, importer.key)
+        if key not in self._importing:
+            self._importing[key] = _importing_line(package, importer)
+        return self._importing[key]
 
     def module_target(self, module: str, from_source: str | None, how: str) -> Target:
         e = self.find_module(module, from_source)
@@ -436,7 +445,8 @@ def _star_order(stars: list[ImportRecord], above: int | None) -> list[ImportReco
 
 def _importing_line(package: ModuleEntry, importer: ModuleEntry) -> int | None:
     """The first line at which ``package`` imports ``importer`` as it runs, unguarded, where
-    it does: there ``importer`` reads ``package`` half run."""
+    it does: there ``importer`` reads ``package`` half run (``ModuleIndex.importing_line``
+    keeps it)."""
     if package is importer:
         return None
     lines = [r.line for r in package.stars if r.target == importer.module and not r.guard.kind]
