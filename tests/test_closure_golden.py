@@ -1138,9 +1138,9 @@ def test_a_private_name_upstream_never_binds_is_reported_as_written(tmp_path):
         res = ex.extract_single_block("Net", tmp_path / "out")
     assert res.ok, res.error
     assert res.generated.unresolved == [
-        ("__MSG", "pnpkg.model:8, private to class Net: looked up as _Net__MSG")]
-    code = res.generated.code
-    assert "# unresolved: __MSG (pnpkg.model:8, private to class Net" in code
+        ("__MSG", "pnpkg.model:15, private to class Net: looked up as _Net__MSG")]
+    code = res.generated.code  # (line 15 reads it; the class starts at line 8)
+    assert "# unresolved: __MSG (pnpkg.model:15, private to class Net" in code
     flagged = {m.rsplit("'", 2)[1] for m in undefined_names(code)}
     assert flagged == {"__MSG"}
     mod = load_file(Path(res.paths[0]), "_golden_private_name")

@@ -1094,6 +1094,19 @@ def demangled(name: str, node: ast.stmt) -> tuple[str, str] | None:
     return None
 
 
+def first_read_line(node: ast.stmt, name: str) -> int | None:
+    """The first line of ``node`` that reads ``name`` (a dotted ``apkg.Made`` as that chain,
+    else by its first part), for a report of where an unresolved name occurs; None where it is
+    read only inside a string annotation."""
+    chains = [sub.lineno for sub in ast.walk(node)
+              if isinstance(sub, ast.Attribute) and _dotted(sub) == name] if "." in name else []
+    if chains:
+        return min(chains)
+    root = name.partition(".")[0]
+    names = [sub.lineno for sub in ast.walk(node) if isinstance(sub, ast.Name) and sub.id == root]
+    return min(names) if names else None
+
+
 def bound_only_by_imports(node: ast.stmt, name: str) -> bool:
     """Whether every binding of ``name`` in a module-level statement is an import (``try: ...
     except ImportError: import os``), as opposed to an assignment, a def or a loop target."""

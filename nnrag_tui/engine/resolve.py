@@ -47,6 +47,7 @@ from nnrag_tui.engine.modsource import (
     bound_only_by_imports,
     demangled,
     evaluates_annotations,
+    first_read_line,
     rebound_beside,
 )
 from nnrag_tui.engine.modulefiles import (
@@ -1205,8 +1206,8 @@ class _ClosureBuilder:
         elif t.kind == "builtin":
             return
         else:
-            where = f"{entry.module}:{st.line}"
             private = demangled(name, st.node)
+            where = unresolved_where(entry, st, private[0] if private else name, t)
             if private is not None:
                 # ``warnings.warn(__MSG)`` in a method: Python looks up ``_Cls__MSG``, which
                 # upstream never binds either (its module-level ``__MSG`` is another name)
@@ -1247,7 +1248,9 @@ class _ClosureBuilder:
             if ct.kind == "unresolved" and self.index.through_getattr(entry, chain):
                 # made by a module ``__getattr__`` not followed (engine.lazyattr): the module
                 # object standing in for the module lacks it, as the header says
-                self.unresolved.append((chain, where))
+                made = replace(ct, note=f"made by {chain.rsplit('.', 1)[0]}'s module "
+                                        "`__getattr__` when asked for, which is not followed")
+                self.unresolved.append((chain, unresolved_where(entry, st, chain, made)))
                 self.deps.append(Dependency(node, chain, "unresolved", "", "none", 0.0, now,
                                             (), ct.note))
                 continue
@@ -1573,6 +1576,16 @@ class _ClosureBuilder:
             if bound is not None and bound != imp.bound:
                 self.externals[ident] = imp.with_bound(bound)
         return out
+
+
+def unresolved_where(entry: ModuleEntry, st: TopStmt, name: str, t: Target) -> str:
+    """Where the statement ``st`` reads the unresolved ``name`` (``module:line``, the line of
+    its first read), and why, where the lookup knows more than that nothing binds it:
+    timm_3d's davit imports ``LayerNorm2d`` from ``timm_3d.layers``, which has none."""
+    where = f"{entry.module}:{first_read_line(st.node, name) or st.line}"
+    if t.note and t.note != f"not bound in {entry.module}":
+        where += f", {t.note}"
+    return where
 
 
 def _runs_binding(entry: ModuleEntry, name: str) -> bool:
