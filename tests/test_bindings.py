@@ -192,3 +192,22 @@ def test_a_name_two_star_imports_bind_is_the_one_run_last_when_read(tmp_path):
     built = namespace["Net"]()
     assert type(built.l5).__name__ == "SNLinear" and built.kind == "fast"
     assert type(built.block.l1).__name__ == "Linear"
+
+
+def test_a_name_two_imports_bind_is_the_one_imported_last(tmp_path):
+    """slot_attention's ``from torch import einsum, nn`` and later ``from einops import ...,
+    einsum``: its methods call einops' ``einsum``, whose arguments come in another order. The
+    file kept torch's import and dropped einops' one, and its forward raised where upstream's
+    runs. Here ``math.sqrt`` and then ``cmath.sqrt``: the block takes the square root of -4."""
+    import torch
+    from helpers import extract_tree
+
+    result = extract_tree(tmp_path, {"apkg/__init__.py": "", "apkg/net.py": (
+        "from math import pi, sqrt\nfrom torch import nn\n\nfrom cmath import sqrt\n\n\n"
+        "class Net(nn.Module):\n    def forward(self, x):\n"
+        "        return x * abs(sqrt(-4.0)) * (pi > 3)\n")})
+    code = result.generated.code
+    assert "from cmath import sqrt\n" in code and "from math import pi\n" in code
+    namespace: dict = {}
+    exec(compile(code, "Net.py", "exec"), namespace)  # noqa: S102  (the generated file)
+    assert namespace["Net"]()(torch.ones(1)).tolist() == [2.0]  # math's sqrt(-4.0) raises

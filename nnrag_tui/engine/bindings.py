@@ -221,12 +221,15 @@ class ModuleIndex:
             return Target("def", name, entry)
         recs = entry.imports.get(name)
         if recs:
-            t = self.follow_import(entry, recs[0], depth)
+            first = binding_import(recs, above)
+            t = self.follow_import(entry, first, depth)
             if t.kind in ("external", "unresolved"):
                 # ``try: from fast_ext import X`` / ``except ImportError: from .slow import X``:
                 # the corpus fallback is the definition known to exist (and to be a module,
                 # for discovery); the resolver keeps the guard where the try itself is inlined.
-                for rec in recs[1:]:
+                for rec in recs:
+                    if rec is first or rec.line < first.line:  # (what it rebinds)
+                        continue
                     if rec.guard.kind not in ("try", "except", "if"):
                         continue
                     alt = self.follow_import(entry, rec, depth)
@@ -426,6 +429,15 @@ class ModuleIndex:
         if sym is not None:
             return t.entry, sym
         return None
+
+
+def binding_import(recs: list[ImportRecord], above: int | None) -> ImportRecord:
+    """Of the module-level imports of one name, the one that binds it once the module has run
+    (to line ``above``, where given): the last unguarded one, as the last to run rebinds it.
+    slot_attention's ``from torch import einsum, nn`` and then ``from einops import ...,
+    einsum``: its functions call einops' ``einsum``. Where none is unguarded, the first."""
+    plain = [r for r in recs if not r.guard.kind and (above is None or r.line < above)]
+    return max(plain, key=lambda r: r.line) if plain else recs[0]
 
 
 def _star_order(stars: list[ImportRecord], above: int | None) -> list[ImportRecord]:

@@ -18,7 +18,7 @@ import re
 from dataclasses import replace
 from pathlib import Path
 
-from nnrag_tui.engine.bindings import ModuleEntry, ModuleIndex, Target
+from nnrag_tui.engine.bindings import ModuleEntry, ModuleIndex, Target, binding_import
 from nnrag_tui.engine.closure import (
     ALWAYS_EXTERNAL,
     UNUSED,
@@ -1457,8 +1457,8 @@ class _ClosureBuilder:
         key: BindKey = ("def", t.entry.key, t.name)
         imp = self.external_defs.get(key)
         if imp is None:
-            if rec is None:
-                rec = next(iter(entry.imports.get(name, ())), None)
+            if rec is None and entry.imports.get(name):
+                rec = binding_import(entry.imports[name], None)
             if rec is not None and rec.name is not None and rec.target and \
                     self.r.is_external(rec.target):
                 imp = ExternalImport(rec.target, rec.name, rec.asname)
@@ -1472,7 +1472,11 @@ class _ClosureBuilder:
         recs = entry.imports.get(name)
         imp: ExternalImport | None = None
         if t.how in ("import", "module-object") and recs:
-            rec: ImportRecord = recs[0]
+            # an import of what the lookup found (``from torch import einsum`` and later
+            # ``from einops import einsum``: the second), as the module writes it; the first
+            # of those binding the same thing (``import torch`` before ``import torch.fx``)
+            rec: ImportRecord = next((r for r in recs if r.full_name() == t.name),
+                                     binding_import(recs, None))
             if rec.name is None:
                 imp = ExternalImport(rec.target, None, rec.asname)
             elif rec.target:
