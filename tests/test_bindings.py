@@ -198,16 +198,20 @@ def test_a_name_two_imports_bind_is_the_one_imported_last(tmp_path):
     """slot_attention's ``from torch import einsum, nn`` and later ``from einops import ...,
     einsum``: its methods call einops' ``einsum``, whose arguments come in another order. The
     file kept torch's import and dropped einops' one, and its forward raised where upstream's
-    runs. Here ``math.sqrt`` and then ``cmath.sqrt``: the block takes the square root of -4."""
+    runs. Here ``math.sqrt`` and then ``cmath.sqrt``: the block takes the square root of -4,
+    and a constant computed between the two imports, as the module runs, takes math's."""
     import torch
     from helpers import extract_tree
 
     result = extract_tree(tmp_path, {"apkg/__init__.py": "", "apkg/net.py": (
-        "from math import pi, sqrt\nfrom torch import nn\n\nfrom cmath import sqrt\n\n\n"
+        "from math import pi, sqrt\nfrom torch import nn\n\nROOT = sqrt(9.0)\n\n"
+        "from cmath import sqrt\n\n\n"
         "class Net(nn.Module):\n    def forward(self, x):\n"
-        "        return x * abs(sqrt(-4.0)) * (pi > 3)\n")})
+        "        return x * abs(sqrt(-4.0)) * (pi > 3) * ROOT\n")})
     code = result.generated.code
-    assert "from cmath import sqrt\n" in code and "from math import pi\n" in code
+    assert "from cmath import sqrt\n" in code and "ROOT = sqrt_math(9.0)" in code
     namespace: dict = {}
     exec(compile(code, "Net.py", "exec"), namespace)  # noqa: S102  (the generated file)
-    assert namespace["Net"]()(torch.ones(1)).tolist() == [2.0]  # math's sqrt(-4.0) raises
+    # math's sqrt(-4.0) raises; cmath's sqrt(9.0) is complex, and the product would be too
+    assert namespace["ROOT"] == 3.0 and isinstance(namespace["ROOT"], float)
+    assert namespace["Net"]()(torch.ones(1)).tolist() == [6.0]

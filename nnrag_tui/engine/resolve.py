@@ -1066,7 +1066,10 @@ class _ClosureBuilder:
                 # it on the others, as any later reader does (``import_beneath``)
                 self.import_beneath(entry, name, plain, key, (node,))
             return
-        t = self.index.lookup(entry, name)
+        # a read as the module runs, between two imports of the name: the one above it
+        above = st.line if load and sum(
+            not r.guard.kind for r in entry.imports.get(name, ())) > 1 else None
+        t = self.index.lookup(entry, name, 0, above)
         self.follow(node, entry, st, name, t, load, assigned_global)
 
     def type_checking_module(self, entry: ModuleEntry, name: str, binders: list[int]
