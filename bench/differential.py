@@ -22,7 +22,8 @@ compiled operators are absent, so a block that calls them is not comparable).
 
 Usage: python -I bench/differential.py --path SRC [--stub PKG] [--stub-installed PKG]
                                       [--blank MODULE] < jobs.jsonl
-A job: {"key": "pkg.mod:Name", "file": "/x/Name.py", "call_sites": [...]}; prints one JSON line
+A job: {"key": "pkg.mod:Name", "file": "/x/Name.py", "call_sites": [...], "renamed": {...},
+"relocated": {folder of files beside the file: upstream folder they come from}}; prints one JSON line
 per job: {"key", "verdict", "reason" or what was checked}. Verdicts: same, differs,
 not_comparable, timeout.
 
@@ -327,7 +328,7 @@ def _without_module_paths(text: str) -> str:
     return _MODULE_PATH.sub("", text)
 
 
-def _plain(sig) -> str:
+def _plain(sig, relocated: dict[str, str] | None = None) -> str:
     """A signature's text with module paths dropped from class names: a default of
     ``<class 'timm.layers.norm.LayerNorm2d'>`` upstream is ``LayerNorm2d`` from the generated
     file's own module. A set default's items are in sorted order: megatron's
@@ -341,7 +342,10 @@ def _plain(sig) -> str:
                       if isinstance(p.default, (set, frozenset)) and p.default else p.default,
                       annotation=_UnionsSorted.of(p.annotation))
             for p in sig.parameters.values()])
-    return _unqualified(str(sig))
+    text = str(sig)
+    for here, up in sorted((relocated or {}).items(), key=lambda kv: -len(kv[0])):
+        text = text.replace(here, up)  # (``relocated``: generated folder -> upstream one)
+    return _unqualified(text)
 
 
 class _UnionsSorted:
@@ -450,6 +454,14 @@ def compare(job: dict, blockrun) -> dict:
         # ``activation_checkpoint_func=checkpoint`` prints a function renamed so
         notes.append("the constructor's defaults differ only in the names of definitions the "
                      "header lists as renamed")
+        up_sig = gen_sig
+    relocated = job.get("relocated") or {}
+    if _plain(up_sig) != _plain(gen_sig) and relocated and _plain(up_sig) == _plain(
+            gen_sig, relocated):
+        # tortoise's ``mel_norm_file=DEFAULT_MEL_NORM_FILE``, a path from ``__file__``: the
+        # file nnrag wrote beside the generated one, where upstream's is beside its module
+        notes.append("the constructor's defaults differ only in the paths of the files nnrag "
+                     "puts beside the file, which they name")
         up_sig = gen_sig
     if _plain(up_sig) != _plain(gen_sig):
         ups = [_plain(p) for p in up_sig.parameters.values()] if up_sig else [_plain(up_sig)]

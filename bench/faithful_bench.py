@@ -57,8 +57,25 @@ def jobs_for(ex: BlockExtractor, names: list[str], outdir: Path) -> tuple[list[d
             continue
         jobs.append({"key": res.block.key, "file": res.paths[0],
                      "call_sites": ex.call_sites(res),
-                     "renamed": renamed_definitions(res.generated.rewrites)})
+                     "renamed": renamed_definitions(res.generated.rewrites),
+                     "relocated": relocated_folders(res.generated.module_files,
+                                                    Path(res.paths[0]).parent)})
     return jobs, failed
+
+
+def relocated_folders(module_files, here: Path) -> dict[str, str]:
+    """{folder beside the generated file: the upstream folder it stands for} of the files
+    nnrag puts beside the file (``tortoise_tts.files/tortoise/data/mel_norms.pth`` for
+    ``<root>/tortoise/data/mel_norms.pth``): a path upstream builds from ``__file__`` names
+    the one, the generated file's the other."""
+    out = {}
+    for path, rel in module_files:
+        up, gen = Path(path).parts, Path(rel).parts
+        n = 0
+        while n < min(len(up), len(gen)) and up[-1 - n] == gen[-1 - n]:
+            n += 1
+        out[str(here.joinpath(*gen[:len(gen) - n]))] = str(Path(*up[:len(up) - n]))
+    return out
 
 
 # packages a deployment has that never import beside the CPU torch here: their stand-ins

@@ -40,7 +40,8 @@ class Stamped(nn.Module):
 def compare(tmp_path: Path, generated: str, upstream: str = UPSTREAM,
             name: str = "Stamped", stubs: tuple[str, ...] = (),
             renamed: dict[str, str] | None = None, installed: tuple[str, ...] = (),
-            call_sites: list[dict] | None = None) -> dict:
+            call_sites: list[dict] | None = None,
+            relocated: dict[str, str] | None = None) -> dict:
     pkg = tmp_path / "src" / "pkgd"
     pkg.mkdir(parents=True, exist_ok=True)
     (pkg / "__init__.py").write_text("")
@@ -52,7 +53,8 @@ def compare(tmp_path: Path, generated: str, upstream: str = UPSTREAM,
          str(tmp_path / "src"), *(f"--stub={pkg}" for pkg in stubs),
          *(f"--stub-installed={pkg}" for pkg in installed)],
         input=json.dumps({"key": f"pkgd.blocks:{name}", "file": str(gen),
-                          "renamed": renamed or {}, "call_sites": call_sites or []}) + "\n",
+                          "renamed": renamed or {}, "call_sites": call_sites or [],
+                          "relocated": relocated or {}}) + "\n",
         capture_output=True, text=True, timeout=300, check=False)
     assert proc.returncode == 0, proc.stderr[-2000:]
     return json.loads(proc.stdout)
@@ -519,6 +521,48 @@ def test_a_default_built_from_a_renamed_class_is_no_difference_in_the_signature(
     assert r["verdict"] == "same", r
     assert any("defaults differ only in the names of definitions" in n for n in r["notes"]), r
     r = compare(tmp_path, generated, upstream, "Loss")
+    assert r["verdict"] == "differs" and "constructor signature" in r["reason"], r
+
+
+NORMS = '''\
+import os
+
+import torch
+from torch import nn
+
+NORM_FILE = os.path.join(os.path.dirname(os.path.realpath(__file__)), "data/norms.txt")
+
+
+class Normed(nn.Module):
+    def __init__(self, norm_file=NORM_FILE):
+        super().__init__()
+        self.norm_file = norm_file
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.fc(x)
+'''
+
+
+def test_a_default_path_to_a_file_put_beside_the_block_is_no_difference(tmp_path):
+    """tortoise's ``TorchMelSpectrogram(mel_norm_file=DEFAULT_MEL_NORM_FILE)``, a path built from
+    ``__file__``: upstream's names the file beside its module, the generated block's the copy
+    nnrag puts beside the file. Only those folders may differ."""
+    from bench.faithful_bench import relocated_folders
+
+    here = tmp_path / "Normed.py.files"
+    generated = NORMS.replace("os.path.realpath(__file__)",
+                              f"os.path.realpath({str(here / 'pkgd' / 'blocks.py')!r})")
+    relocated = relocated_folders([(str(tmp_path / "src" / "pkgd" / "data" / "norms.txt"),
+                                    "Normed.py.files/pkgd/data/norms.txt")], tmp_path)
+    assert relocated == {str(here): str(tmp_path / "src")}
+    r = compare(tmp_path, generated, NORMS, "Normed", relocated=relocated)
+    assert r["verdict"] == "same", r
+    assert any("paths of the files nnrag puts beside the file" in n for n in r["notes"]), r
+    assert compare(tmp_path, generated, NORMS, "Normed")["verdict"] == "differs"
+    # a path that names another folder still differs
+    other = generated.replace('"data/norms.txt"', '"weights/norms.txt"')
+    r = compare(tmp_path, other, NORMS, "Normed", relocated=relocated)
     assert r["verdict"] == "differs" and "constructor signature" in r["reason"], r
 
 
