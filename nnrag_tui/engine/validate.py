@@ -588,7 +588,7 @@ def _pyflakes_annotation(text: str) -> ast.expr | None:
     return body[0].value if len(body) == 1 and isinstance(body[0], ast.Expr) else None
 
 
-_JAXTYPING_IN_TEXT = re.compile(r"\b(?:%s)\s*\[" % "|".join(sorted(JAXTYPING_TYPES)))
+_JAXTYPING_IN_TEXT = re.compile(r"\b(?:" + "|".join(sorted(JAXTYPING_TYPES)) + r")\s*\[")
 
 
 def _quoted_shape_names(text: str) -> set[str]:
