@@ -58,7 +58,7 @@ def test_corrupt_index_says_how_to_recover(tmp_path, env, good_config):
     (["extract", "--from-file", "NAMES", "--limit", "-3"], "must be at least 1"),
     (["extract", "--from-file", "NAMES", "--start-from", "Other"], "--start-from 'Other'"),
     (["extract", "--from-file", "LATIN1"], "not UTF-8"),
-    (["extract", "--block", "Tiny", "--repo", "nosuchrepo"], "--repo nosuchrepo: no repository"),
+    (["extract", "--block", "Tiny", "--repo", "nosuchrepo"], "--repo: no repository named 'nosuchrepo'"),
 ], ids=["unknown", "wrong-module", "empty", "blank-in-list", "list-missing", "bad-category",
         "zero-workers", "negative-limit", "start-from-missing", "list-not-utf8", "unknown-repo"])
 def test_bad_block_names(args, needle, tmp_path, env, good_config):

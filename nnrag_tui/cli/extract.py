@@ -94,10 +94,8 @@ def cmd_extract(args) -> int:
     pool = None if args.no_validate else _pool(args, len(names))
     try:
         with extractor(args) as ex:
-            known = [s.name for s in ex.config.sources]
-            if args.repo is not None and args.repo not in known:
-                print(f"nnrag: error: --repo {args.repo}: no repository of that name in "
-                      f"{ex.config.origin} (configured: {', '.join(known)})", file=sys.stderr)
+            if problem := ex.unknown_repo(args.repo):  # before the index is brought up to date
+                print(f"nnrag: error: --repo: {problem}", file=sys.stderr)
                 return EXIT_ERROR
             if pool is not None and args.stage in ("import", "instantiate", "forward"):
                 pool.start()  # the workers import torch while the index is brought up to date

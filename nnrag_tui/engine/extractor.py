@@ -117,9 +117,9 @@ class BlockExtractor:
         ``repo`` (a configured source name) takes that repository's alone: forks and vendored
         copies share module paths (clip-anytorch and openai-clip both have ``clip.model:CLIP``),
         where even ``pkg.mod:Name`` names one block in each."""
-        if repo is not None and repo not in {s.name for s in self.config.sources}:
-            raise BlockNotFound(f"no repository named {repo!r} in {self.config.origin} "
-                                f"(configured: {', '.join(s.name for s in self.config.sources)})")
+        problem = self.unknown_repo(repo)
+        if problem:
+            raise BlockNotFound(problem)
         if ":" in name:
             module, qual = name.split(":", 1)
             cands = [b for b in self.store.blocks(name=qual.rsplit(".", 1)[-1], repo=repo)
@@ -134,6 +134,15 @@ class BlockExtractor:
             raise BlockNotFound(f"no block named {name!r}{where} (try `nnrag blocks "
                                 f"--match '*{name.rsplit('.', 1)[-1]}*'`)")
         return cands[0], cands[1:]
+
+    def unknown_repo(self, repo: str | None) -> str | None:
+        """What is wrong with ``repo`` as a repository to take blocks from: None for none given
+        or a configured one."""
+        names = [s.name for s in self.config.sources]
+        if repo is None or repo in names:
+            return None
+        return f"no repository named {repo!r} in {self.config.origin} (configured: " \
+               f"{', '.join(names)})"
 
     def sources(self) -> list[dict]:
         return self.store.sources()
