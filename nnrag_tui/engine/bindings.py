@@ -436,8 +436,14 @@ def binding_import(recs: list[ImportRecord], above: int | None) -> ImportRecord:
     (to line ``above``, where given): the last unguarded one, as the last to run rebinds it.
     slot_attention's ``from torch import einsum, nn`` and then ``from einops import ...,
     einsum``: its functions call einops' ``einsum``. Where none is unguarded, the first."""
+    return last_plain_import(recs, above) or recs[0]
+
+
+def last_plain_import(recs, above: int | None) -> ImportRecord | None:
+    """Of the module-level imports of one name (``recs``), the last unguarded one (above line
+    ``above``, where given); None where there is none."""
     plain = [r for r in recs if not r.guard.kind and (above is None or r.line < above)]
-    return max(plain, key=lambda r: r.line) if plain else recs[0]
+    return max(plain, key=lambda r: r.line) if plain else None
 
 
 def _star_order(stars: list[ImportRecord], above: int | None) -> list[ImportRecord]:

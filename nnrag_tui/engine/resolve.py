@@ -18,7 +18,13 @@ import re
 from dataclasses import replace
 from pathlib import Path
 
-from nnrag_tui.engine.bindings import ModuleEntry, ModuleIndex, Target, binding_import
+from nnrag_tui.engine.bindings import (
+    ModuleEntry,
+    ModuleIndex,
+    Target,
+    binding_import,
+    last_plain_import,
+)
 from nnrag_tui.engine.closure import (
     ALWAYS_EXTERNAL,
     UNUSED,
@@ -1109,9 +1115,7 @@ class _ClosureBuilder:
     def plain_import(entry: ModuleEntry, name: str, above: int | None) -> ImportRecord | None:
         """The last unguarded module-level import that binds ``name`` (above line ``above``
         when the name is read while the module executes)."""
-        recs = [r for r in entry.imports.get(name, ())
-                if not r.guard.kind and (above is None or r.line < above)]
-        return max(recs, key=lambda r: r.line) if recs else None
+        return last_plain_import(entry.imports.get(name, ()), above)
 
     def reimports(self, entry: ModuleEntry, st: TopStmt, name: str, plain: ImportRecord,
                   reader: TopStmt | None = None) -> bool:
