@@ -14,6 +14,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from pytest_textual_snapshot import node_to_report_path
+from snapshot_text import mismatch
 from textual.widgets import Input
 from tui_fixtures import (
     ATTENTION,
@@ -50,6 +52,17 @@ def fixed_root() -> Iterator[Path]:
             shutil.rmtree(ROOT, ignore_errors=True)
 
 
+@pytest.fixture
+def screen_matches(snap_compare, request):
+    """``snap_compare``, failing with what differs (as text) where the screens differ."""
+
+    def compare(app, **kwargs) -> None:
+        if not snap_compare(app, **kwargs):
+            pytest.fail(mismatch(node_to_report_path(request.node)), pytrace=False)
+
+    return compare
+
+
 def app_for(root: Path, which: str = "fix") -> RecordingApp:
     if which == "deps":
         config = write_deps_corpus(root)
@@ -82,47 +95,47 @@ def prepared(*keys: str, after=None):
     return run_before
 
 
-def test_library_80x24(fixed_root: Path, snap_compare) -> None:
-    assert snap_compare(app_for(fixed_root), terminal_size=(80, 24),
-                        run_before=prepared("j"))
+def test_library_80x24(fixed_root: Path, screen_matches) -> None:
+    screen_matches(app_for(fixed_root), terminal_size=(80, 24),
+                   run_before=prepared("j"))
 
 
-def test_library_dependencies_200x50(fixed_root: Path, snap_compare) -> None:
+def test_library_dependencies_200x50(fixed_root: Path, screen_matches) -> None:
     def open_make_divisible(app) -> None:
         tree = app.library.query_one("#deps-tree")
         node = next(n for n in tree.root.children if n.data.name == "make_divisible")
         node.expand()
         tree.move_cursor(node)
 
-    assert snap_compare(app_for(fixed_root, "deps"), terminal_size=(200, 50),
-                        run_before=prepared("j", "d", after=open_make_divisible))
+    screen_matches(app_for(fixed_root, "deps"), terminal_size=(200, 50),
+                   run_before=prepared("j", "d", after=open_make_divisible))
 
 
-def test_validation_log_100x30(fixed_root: Path, snap_compare) -> None:
-    assert snap_compare(app_for(fixed_root), terminal_size=(100, 30),
-                        run_before=prepared("V", "l"))
+def test_validation_log_100x30(fixed_root: Path, screen_matches) -> None:
+    screen_matches(app_for(fixed_root), terminal_size=(100, 30),
+                   run_before=prepared("V", "l"))
 
 
-def test_triage_100x30(fixed_root: Path, snap_compare) -> None:
-    assert snap_compare(app_for(fixed_root), terminal_size=(100, 30),
-                        run_before=prepared("V", "t", "down", "down"))
+def test_triage_100x30(fixed_root: Path, screen_matches) -> None:
+    screen_matches(app_for(fixed_root), terminal_size=(100, 30),
+                   run_before=prepared("V", "t", "down", "down"))
 
 
-def test_registry_100x30(fixed_root: Path, snap_compare) -> None:
-    assert snap_compare(app_for(fixed_root), terminal_size=(100, 30),
-                        run_before=prepared("v", "s", "y", "g"))
+def test_registry_100x30(fixed_root: Path, screen_matches) -> None:
+    screen_matches(app_for(fixed_root), terminal_size=(100, 30),
+                   run_before=prepared("v", "s", "y", "g"))
 
 
-def test_save_dialog_80x24(fixed_root: Path, snap_compare) -> None:
-    assert snap_compare(app_for(fixed_root), terminal_size=(80, 24),
-                        run_before=prepared("v", "s"))
+def test_save_dialog_80x24(fixed_root: Path, screen_matches) -> None:
+    screen_matches(app_for(fixed_root), terminal_size=(80, 24),
+                   run_before=prepared("v", "s"))
 
 
-def test_help_80x24(fixed_root: Path, snap_compare) -> None:
-    assert snap_compare(app_for(fixed_root), terminal_size=(80, 24),
-                        run_before=prepared("f1"))
+def test_help_80x24(fixed_root: Path, screen_matches) -> None:
+    screen_matches(app_for(fixed_root), terminal_size=(80, 24),
+                   run_before=prepared("f1"))
 
 
-def test_stats_100x30(fixed_root: Path, snap_compare) -> None:
-    assert snap_compare(app_for(fixed_root), terminal_size=(100, 30),
-                        run_before=prepared("V", "S"))
+def test_stats_100x30(fixed_root: Path, screen_matches) -> None:
+    screen_matches(app_for(fixed_root), terminal_size=(100, 30),
+                   run_before=prepared("V", "S"))

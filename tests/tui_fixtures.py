@@ -253,12 +253,17 @@ def run(scenario: Callable[[], Awaitable[None]]) -> None:
     asyncio.run(scenario())
 
 
+SETTLE_ROUNDS = 20
+
+
 async def settle(app: NnragApp, pilot) -> None:
     """Waits for the workers and for the messages they posted to be handled, again while a
     message starts another worker (the highlighted block's extraction after the index, the
     next validation). A failed worker is the app's to report (as a notification), not the
-    test's to raise."""
-    for _ in range(6):
+    test's to raise. An app still busy after ``SETTLE_ROUNDS`` rounds fails the test, saying
+    with what: a screenshot or an assertion taken then would fail for no reason it shows."""
+    busy: list[str] = []
+    for _ in range(SETTLE_ROUNDS):
         try:
             await app.workers.wait_for_complete()
         except (WorkerFailed, WorkerCancelled):
@@ -266,9 +271,14 @@ async def settle(app: NnragApp, pilot) -> None:
         await pilot.pause()
         if app.library._extract_timer is not None:
             await pilot.pause(EXTRACT_DELAY + 0.02)
+            busy = ["the library's extraction timer"]
             continue
-        if not any(w.state in (WorkerState.PENDING, WorkerState.RUNNING) for w in app.workers):
+        busy = [w.description or w.name for w in app.workers
+                if w.state in (WorkerState.PENDING, WorkerState.RUNNING)]
+        if not busy:
             return
+    raise AssertionError(f"the app did not settle in {SETTLE_ROUNDS} rounds: "
+                         f"{', '.join(busy)} still pending")
 
 
 async def settle_search(pilot) -> None:
