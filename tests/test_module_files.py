@@ -314,6 +314,36 @@ def test_a_file_above_the_module_folder_comes_along_in_a_copy_of_the_tree(tmp_pa
         assert fh.read() == b"\0weights"
 
 
+def test_a_file_reached_from_the_module_path_itself_comes_along(tmp_path):
+    """CrypTen's ``CrypTenConfig`` reads ``os.path.join(__file__, "../../../configs/
+    default.yaml")``: the path climbs from the module's own path, taken as a folder, to a
+    ``configs/`` folder of the source tree beside the package. Resolved from the module's
+    folder instead, it left the tree, so nothing came along and the file raised
+    FileNotFoundError as it imported, where upstream's module imports."""
+    root = write_tree(tmp_path / "repo", {
+        "qpkg/__init__.py": "",
+        "qpkg/config/__init__.py": "",
+        "qpkg/config/config.py": (
+            "import os\n\n\nclass Config:\n    PATH = os.path.normpath(\n"
+            "        os.path.join(__file__, \"../../../configs/default.yaml\"))\n\n"
+            "    def __init__(self):\n        with open(Config.PATH) as fh:\n"
+            "            self.scale = float(fh.read().split()[-1])\n\n\ncfg = Config()\n"),
+        "qpkg/net.py": (
+            "from torch import nn\n\nfrom qpkg.config.config import cfg\n\n\n"
+            "class Scaled(nn.Module):\n    def forward(self, x):\n        return x * cfg.scale\n"),
+        "configs/default.yaml": "scale: 3\n",
+        "configs/other.yaml": "unrelated: 1\n",
+    })
+    out, mod = written_and_imported(tmp_path, root, "Scaled", [
+        "r.files/configs/default.yaml", "r.files/qpkg/config/config.py"])
+    assert "`Config` (qpkg/config/config.py:4) reads configs/default.yaml" in \
+        (out / "Scaled.py").read_text()
+    import torch
+
+    assert torch.equal(mod.Scaled()(torch.ones(2)), torch.full((2,), 3.0))
+    assert not (out / "r.files/configs/other.yaml").exists()
+
+
 def test_a_root_found_through_parents_brings_the_files_named_below_it(tmp_path):
     """ultralytics' ``utils/__init__.py`` binds ``FILE = Path(__file__).resolve()``, ``ROOT =
     FILE.parents[1]`` and reads ``ROOT / "cfg/default.yaml"`` as it imports, so the detection

@@ -105,16 +105,20 @@ class ModuleFiles:
     def outside(root: str, relpath: str, node: ast.stmt) -> list[tuple[str, str]]:
         """(path from the source root, path as written) of each file a string literal of
         ``node`` names above the module's directory (facenet's ``os.path.join(
-        os.path.dirname(__file__), "../data/pnet.pt")``): files nnrag does not write, since
-        they would go outside the folder of the generated file."""
+        os.path.dirname(__file__), "../data/pnet.pt")``, or from the module's own path as a
+        folder: CrypTen's ``os.path.join(__file__, "../../../configs/default.yaml")``, a
+        file of the source tree's ``configs/`` beside the ``crypten/`` package): files nnrag
+        does not write, since they would go outside the folder of the generated file."""
         module_dir = os.path.dirname(relpath)
         out = []
         for w in sorted(literals(node)):
             if not w.startswith("../"):
                 continue
-            up = os.path.normpath(os.path.join(module_dir, w)).replace(os.sep, "/")
-            if not up.startswith("../") and os.path.isfile(os.path.join(root, up)):
-                out.append((up, w))
+            for base in (module_dir, relpath):
+                up = os.path.normpath(os.path.join(base, w)).replace(os.sep, "/")
+                if not up.startswith("../") and os.path.isfile(os.path.join(root, up)):
+                    out.append((up, w))
+                    break
         return out
 
     def above(self, root: str, relpath: str, wanted: frozenset[str],
