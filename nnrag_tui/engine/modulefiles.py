@@ -107,8 +107,10 @@ class ModuleFiles:
         ``node`` names above the module's directory (facenet's ``os.path.join(
         os.path.dirname(__file__), "../data/pnet.pt")``, or from the module's own path as a
         folder: CrypTen's ``os.path.join(__file__, "../../../configs/default.yaml")``, a
-        file of the source tree's ``configs/`` beside the ``crypten/`` package): files nnrag
-        does not write, since they would go outside the folder of the generated file."""
+        file of the source tree's ``configs/`` beside the ``crypten/`` package). At their
+        path from the module's folder they would go outside the folder of the generated file:
+        the module's ``__file__`` moves into a copy of upstream's tree instead, where they go
+        (``_ClosureBuilder.relocations``)."""
         module_dir = os.path.dirname(relpath)
         out = []
         for w in sorted(literals(node)):
