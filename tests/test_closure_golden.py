@@ -203,8 +203,18 @@ MUST = {
         "`acts.Sigmoid` -> `Sigmoid` (inlined)",
         ("# note: `GELU`, `Sigmoid`: no statement of dnpkg/acts.py binds them by name; assumed "
          "made at run time by its line 23, kept here")],
-    ("dynamic_names", "Gate"): ["    __all__.append(_name)\n\n\nclass Gate(nn.Module):",
+    ("dynamic_names", "Gate"): ["    __all_acts__.append(_name)\n\n\nclass Gate(nn.Module):",
                                 "    act_cls = Sigmoid\n"],
+    # a package whose ``__all__`` lists its submodules, read by ``getattr`` with each of those
+    # names and then each of theirs (CrypTen's ``cryptensor.py``): the module objects hold
+    # the submodules, each its ``__all__`` and every name that lists (a dunder, names made at
+    # run time); a module's ``__all__`` that the file reads is renamed, and stays a dunder
+    ("listed_modules", "Scaled"): [
+        "chain.__dict__.update(\n    __all__=__all_chain__,\n    __neg__=__neg__,\n",
+        "    abs=abs,\n    quadruple=quadruple,\n    triple=triple,\n",
+        "    __all__=__all_funcs__,\n    chain=chain,\n    made=made,\n",
+        "* len(__all_funcs__)\n", "renamed `__all__` -> `__all_funcs__`",
+        '\n\n__all__ = ["Scaled"]\n'],
     # a registration in a module the block never imports, but upstream's import of the
     # block's module runs (through the package's ``__init__``: pyro's "validate_poutine")
     ("imported_registration", "Net"): [
@@ -620,6 +630,7 @@ MUST_NOT = {
     ("guarded_module", "Net"): ["from . import", "dropped", "`dummy` is a module object"],
     ("dynamic_names", "Net"): ["_unrelated", "types.ModuleType", "acts.", "units."],
     ("dynamic_names", "Gate"): ["_make_units", "class Tanh", "_unrelated", "globals()"],
+    ("listed_modules", "Scaled"): ["__all___", "__all__ = [\"chain\""],
     # the loop skips _experimental.py; the loop itself would import modules that are not here
     ("folder_registry", "Net"): ["Experimental", "unused_helper", "import_module", "MODELS"],
     ("folder_registry", "Zoo"): ["Experimental", "import_module", "import_models", "pkgutil"],
@@ -686,6 +697,7 @@ def extracted(tmp_path_factory):
 # shapes of jaxtyping's ``Float[Tensor, "batch #channels"]``, which pyflakes reads as names
 PYFLAKES_FALSE_ALARMS = {("dynamic_names", "Net"): {"GELU", "Sigmoid", "kcal"},
                          ("dynamic_names", "Gate"): {"Sigmoid"},
+                         ("listed_modules", "Scaled"): {"quadruple"},
                          ("shape_strings", "Net"): {"batch"}}
 
 PYFLAKES_BAD = (pyflakes_messages.UndefinedName, pyflakes_messages.UndefinedLocal,

@@ -371,3 +371,35 @@ table = dict(globals())
     facts = parse_bytes(src, "pkg/m.py")
     assert facts.namespace_writes == (12, 14, 15, 17)
     assert parse_bytes(b"import os\nos.environ['X'] = '1'\n", "pkg/n.py").namespace_writes == ()
+
+
+def test_module_level_calls_of_a_function_storing_into_globals_are_recorded():
+    """CrypTen's ``regular.py`` makes the names of its ``__all__`` by calling, in a module-level
+    loop, a function whose body stores into ``globals()``: the loop is such a statement. A
+    call of a function that stores into its own ``locals()``, or one inside another function,
+    is not."""
+    src = b'''__all__ = ["flatten", "view"]
+
+
+def _add(name):
+    def fn(self):
+        return getattr(self, name)()
+
+    if name not in globals():
+        globals()[name] = fn
+
+
+def _local(name):
+    locals()[name] = 1
+
+
+def later():
+    _add("squeeze")
+
+
+for function_name in __all__:
+    _add(function_name)
+_local("x")
+'''
+    facts = parse_bytes(src, "pkg/regular.py")
+    assert facts.namespace_writes == (20,)

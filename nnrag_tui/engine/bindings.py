@@ -257,11 +257,7 @@ class ModuleIndex:
         if entry.facts.namespace_writes:
             # pyro's ``locals()[_name] = _PyroDist`` in a loop: the only statements that can
             # bind a name the module does not bind by name
-            lines = ", ".join(map(str, entry.facts.namespace_writes))
-            return Target("def", name, entry, how="heuristic", confidence=0.5,
-                          note=f"not bound by name in {entry.module}: assumed made at run time "
-                          f"by its line{'s' if len(entry.facts.namespace_writes) > 1 else ''} "
-                          f"{lines}, which store names into its namespace")
+            return made_at_run_time(entry, name)
         ext = self.external_star(entry)
         if ext is not None:
             star, via = ext
@@ -444,6 +440,16 @@ def last_plain_import(recs, above: int | None) -> ImportRecord | None:
     ``above``, where given); None where there is none."""
     plain = [r for r in recs if not r.guard.kind and (above is None or r.line < above)]
     return max(plain, key=lambda r: r.line) if plain else None
+
+
+def made_at_run_time(entry: ModuleEntry, name: str) -> Target:
+    """``name``, which ``entry`` does not bind by name, as made by its statements that store
+    into its namespace (``ModuleFacts.namespace_writes``)."""
+    lines = entry.facts.namespace_writes
+    return Target("def", name, entry, how="heuristic", confidence=0.5,
+                  note=f"not bound by name in {entry.module}: assumed made at run time "
+                  f"by its line{'s' if len(lines) > 1 else ''} "
+                  f"{', '.join(map(str, lines))}, which store names into its namespace")
 
 
 def _star_order(stars: list[ImportRecord], above: int | None) -> list[ImportRecord]:

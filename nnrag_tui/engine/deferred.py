@@ -482,16 +482,17 @@ def _bound_names(closure: Closure, code: list[NodeId]
     None where a function that declares them ``global`` cannot hold it (``x: int`` without a
     value, ``import *``, a ``global`` statement of its own after a use). Checked on upstream's
     text, once per module and statements: the renames change no binding. A module's
-    ``__all__`` is none of them: the file's is the block's, which a run at the first call
-    would replace."""
+    ``__all__`` that nothing reads, left unrenamed, is none of them: the file's is the
+    block's, which a run at the first call would replace (one that is read has a name of its
+    own in the file: ``resolve.allocate_names``)."""
     ms = closure.modules[code[0][0]]
     stmts = tuple(n[1] for n in code)
     found = ms.memo(("deferred bound names", stmts), lambda: _upstream_bound(ms, stmts))
     if found is None:
         return None
     upstream, changed = found
-    return ({closure.out_names.get(("def", code[0][0], name), name) for name in upstream},
-            {n for n in code if n[1] in changed})
+    names = {closure.out_names.get(("def", code[0][0], name), name) for name in upstream}
+    return names - {"__all__"}, {n for n in code if n[1] in changed}
 
 
 def _upstream_bound(ms: ModuleSource, stmts: tuple[int, ...]
@@ -501,10 +502,8 @@ def _upstream_bound(ms: ModuleSource, stmts: tuple[int, ...]
     body = textwrap.indent("\n".join(plain[i] for i in stmts), "    ")
     try:
         table = symtable.symtable(f"def _f():\n{body}", "<deferred>", "exec").get_children()[0]
-        # (``__all__`` stays the function's: the file's own is the block's, last)
         upstream = sorted(sym.get_name() for sym in table.get_symbols()
-                          if (sym.is_local() or sym.is_assigned() or sym.is_imported())
-                          and sym.get_name() != "__all__")
+                          if sym.is_local() or sym.is_assigned() or sym.is_imported())
         if upstream:
             compile(f"def _f():\n    global {', '.join(upstream)}\n{body}", "<deferred>",
                     "exec", dont_inherit=True)

@@ -12,6 +12,15 @@ names upstream's module binds (its definitions and imports, star imports include
 names and submodules left out). Each name is a dependency like any other, inlined or imported,
 so ``getattr``, ``vars`` and ``inspect.getmembers`` see what they see upstream.
 
+Where a statement reads the object by ``getattr`` with a name it computes (CrypTen's
+``cryptensor.py``: ``for module_name in functions.__all__: module = getattr(functions,
+module_name)``, then ``getattr(module, func)`` for each ``func`` of ``module.__all__``), any
+name of its ``__all__`` may come back: the submodules it lists are held, each a module object
+of its own, and each such object also holds the module's ``__all__`` and every name that
+lists, those otherwise left out included: dunder names (``logic.py``'s ``__eq__``) and those
+made at run time (``regular.py``'s ``globals()[function_name] = regular_func`` for each name
+of its ``__all__``).
+
 A name upstream's module binds on some paths only (in one arm of an ``if``, in an ``except``
 clause) is set by a ``try`` of its own, so the object lacks it where the file never bound it,
 as upstream's module does; a name a module-level ``del`` removed is left out.
@@ -82,6 +91,17 @@ def unsure_members(ms: ModuleSource, members: list[str]) -> tuple[set[str], set[
     gone = {n for n, idx in touched.items() if idx and max(idx) in deletes
             and n in deletes[max(idx)]}
     return {n for n, idx in touched.items() if idx and n not in sure} - gone, gone
+
+
+def reads_computed_attr(stmt: ast.stmt, value: str) -> bool:
+    """Whether ``stmt`` calls ``getattr`` on ``value`` (a name or a dotted chain) with a name
+    it computes, not a string literal."""
+    return any(isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+               and node.func.id == "getattr" and len(node.args) >= 2
+               and not isinstance(node.args[1], ast.Constant)
+               and ast.unparse(node.args[0]) == value for node in ast.walk(stmt))
+
+
 
 
 # the calls that take a package (or module) as the anchor of its files
@@ -164,6 +184,8 @@ class ModuleObject:
     unsure: set[str]  # members bound on some paths only
     submodules: frozenset[str]  # members that are submodules: left out unless held
     held: list[str] = field(default_factory=list)  # submodules held as module objects
+    visited: bool = False  # its members followed (a member added later is followed then)
+    listed: bool = False  # read by a computed name: holds what its ``__all__`` lists
     # where it is the anchor of upstream's files: upstream's file name of the module, who
     # reads its files (``module:line``), and those files (path on disk, path beside the file)
     anchor: str | None = None

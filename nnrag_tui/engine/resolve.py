@@ -24,6 +24,7 @@ from nnrag_tui.engine.bindings import (
     Target,
     binding_import,
     last_plain_import,
+    made_at_run_time,
 )
 from nnrag_tui.engine.closure import (
     ALWAYS_EXTERNAL,
@@ -70,6 +71,7 @@ from nnrag_tui.engine.moduleobject import (
     is_object_key,
     namespace,
     object_key,
+    reads_computed_attr,
     reads_resources,
     unsure_members,
 )
@@ -398,22 +400,60 @@ class _ClosureBuilder:
 
     def visit_module_object(self, node: NodeId) -> None:
         entry = self.entries[node[0]]
-        st = self.modules[node[0]].stmts[0]
-        for name, t in self.objects[node[0]].members:
-            binders = self.guarded_binders(entry, name) if t.kind == "external" else None
-            if binders:
-                # mmcv's ext_loader binds ``extension`` by ``from parrots import extension``
-                # in the ``else`` of ``if torch.__version__ != 'parrots':``: the statement
-                # binds it, kept whole as for any reader, not the import made unconditional
-                nodes = self.add_binders(entry, name, binders)
-                self.refs[(node, name)] = ("def", entry.key, name)
-                self.deps.append(Dependency(node, name, "definition", f"{entry.module}.{name}",
-                                            "local", 1.0, True, nodes))
-                continue
-            self.follow(node, entry, st, name, t, True, set())
+        obj = self.objects[node[0]]
+        obj.visited = True
+        for name, t in obj.members:
+            self.follow_member(node, entry, name, t)
         imp = self.external_import(entry, "types", Target("external", "types", how="import"))
         self.refs[(node, "types")] = ("ext", imp.identity)
         self.deps.append(Dependency(node, "types", "external", imp.text(), "import", 1.0, True))
+
+    def follow_member(self, node: NodeId, entry: ModuleEntry, name: str, t: Target) -> None:
+        """The member ``name`` of the module object ``node``, found as ``t``."""
+        binders = self.guarded_binders(entry, name) if t.kind == "external" else None
+        if binders:
+            # mmcv's ext_loader binds ``extension`` by ``from parrots import extension``
+            # in the ``else`` of ``if torch.__version__ != 'parrots':``: the statement
+            # binds it, kept whole as for any reader, not the import made unconditional
+            nodes = self.add_binders(entry, name, binders)
+            self.refs[(node, name)] = ("def", entry.key, name)
+            self.deps.append(Dependency(node, name, "definition", f"{entry.module}.{name}",
+                                        "local", 1.0, True, nodes))
+            return
+        self.follow(node, entry, self.modules[node[0]].stmts[0], name, t, True, set())
+
+    def hold_listed(self, key: tuple[str, str], where: str) -> None:
+        """The module object ``key``, read by ``getattr`` with a computed name: it holds the
+        submodules its module's ``__all__`` lists, each likewise, and each has that
+        ``__all__`` and every name it lists that the module binds (engine.moduleobject)."""
+        obj, mentry = self.objects[key], self.entries[key]
+        listed = mentry.facts.all_names
+        if obj.listed or not listed:
+            return
+        obj.listed = True
+        have = {n for n, _ in obj.members}
+        found = {n: self.index.lookup(mentry, n) for n in ("__all__", *listed)
+                 if n not in have}
+        if mentry.facts.namespace_writes:
+            # a builtin's name that ``__all__`` lists is one the module makes (CrypTen's
+            # ``sum``): a module has no builtins of its own
+            found.update({n: made_at_run_time(mentry, n) for n, t in found.items()
+                          if t.kind == "builtin"})
+        added = [(n, t) for n, t in found.items() if t.kind in ("def", "external")]
+        if added:
+            obj.members += added
+            obj.unsure |= unsure_members(self.ms(mentry), [n for n, _ in added])[0]
+            self.modules[key] = obj.source()
+            if obj.visited:  # (else its visit follows them)
+                for n, t in added:
+                    self.follow_member((key, 0), mentry, n, t)
+        for n, t in found.items():
+            if t.kind in ("def", "external"):
+                continue
+            self.hold_submodules(key, [n], where)  # (where ``n`` is one)
+            sub = self.refs.get(((key, 0), n))
+            if sub is not None and sub[1] in self.objects:
+                self.hold_listed(sub[1], where)
 
     def add_resource_anchors(self) -> None:
         """A module object that a statement hands to ``importlib.resources`` (audiotools'
@@ -1294,6 +1334,8 @@ class _ClosureBuilder:
             if ct.kind == "module" and ct.entry is not None and \
                     not self.r.is_external(ct.entry.module) and ms.reads_bare(st, chain, done):
                 obj = self.module_object(ct.entry, chain.rsplit(".", 1)[-1], where)
+                if reads_computed_attr(st.node, chain):
+                    self.hold_listed(obj[0], where)
                 self.chains.setdefault(node, {})[chain] = ("def", obj[0], MODULE_OBJECT)
                 self.avoid_capture(("def", obj[0], MODULE_OBJECT), node)
                 self.deps.append(Dependency(node, chain, "definition", ct.name,
@@ -1304,6 +1346,8 @@ class _ClosureBuilder:
             return
         if t.entry is not None:
             obj = self.module_object(t.entry, name, where)
+            if reads_computed_attr(st.node, name):
+                self.hold_listed(obj[0], where)
             self.refs[(node, name)] = ("def", obj[0], MODULE_OBJECT)
             self.deps.append(Dependency(node, name, "definition", t.name, "module-object", 1.0,
                                         load, (obj,)))
@@ -1548,7 +1592,10 @@ class _ClosureBuilder:
             self.avoid.setdefault(key, set()).update(locals_)
 
     def allocate_names(self) -> dict[BindKey, str]:
-        taken: dict[str, BindKey] = {}
+        # ``__all__`` is the file's own, the block's, bound last: a module's that the file
+        # inlines takes another name, or a function that reads it when called (torch_points3d's
+        # ``set_backend``: ``for val in __all__``) would read the block's
+        taken: dict[str, BindKey] = {"__all__": ("file", "__all__")}
         out: dict[BindKey, str] = {}
         # a name made at run time cannot be renamed: it takes its own first
         for key in sorted(self.bind_order, key=lambda k: k not in self.made_at_run_time):
@@ -1572,10 +1619,10 @@ class _ClosureBuilder:
             if own is not None and own not in taken and own not in avoid:
                 name = own  # ``import logging as logger`` captured: ``logging``
             elif (name in taken and taken[name] != key) or name in avoid:
-                name = f"{want}_{tail}".replace(".", "_")
+                name = _renamed(want, tail)
                 k = 2
                 while name in taken or name in avoid:
-                    name = f"{want}_{tail}{k}"
+                    name = _renamed(want, f"{tail}{k}")
                     k += 1
             taken[name] = key
             out[key] = name
@@ -1604,6 +1651,16 @@ def _runs_binding(entry: ModuleEntry, name: str) -> bool:
     import (its ``else``'s ``X = None``, say)."""
     return any(s.guard.kind != "type_checking" for s in entry.defs.get(name, ())) or any(
         r.guard.kind != "type_checking" for r in entry.imports.get(name, ()))
+
+
+def _renamed(want: str, tail: str) -> str:
+    """``want`` renamed after its module's last part ``tail``: ``Mlp_layers``. A dunder name
+    stays one (``__all_functions__``): ``__all___functions`` read in a class body or method
+    would be a private name, which Python looks up as ``_Cls__all___functions``."""
+    tail = tail.replace(".", "_")
+    if len(want) > 4 and want.startswith("__") and want.endswith("__"):
+        return f"{want[:-2]}_{tail}__"
+    return f"{want}_{tail}"
 
 
 def _own_name(imp: ExternalImport) -> str | None:
