@@ -38,3 +38,39 @@ def test_an_unresolved_name_is_reported_at_the_line_that_reads_it(tmp_path):
     assert "# unresolved: " in code and "LayerNorm2d (apkg.net:12, apkg.layers has no " \
         "'LayerNorm2d')" in code
     assert "class Mlp(nn.Identity):" in code  # the import's other name still comes along
+
+
+BACKBONE = '''\
+from torch import nn
+
+from ..builder import BACKBONES
+from ..common import Stem
+
+
+@BACKBONES.register_module()
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.stem = Stem()
+
+    def forward(self, x):
+        return x
+'''
+
+
+def test_a_relative_import_above_the_top_package_is_unresolved_not_a_guessed_package(tmp_path):
+    """RepLKNet's ``segmentation/replknet.py`` is meant to be copied into mmseg's
+    ``models/backbones/``: its ``from ..builder import BACKBONES`` climbs above the top
+    package ``segmentation``, where Python's import fails. The file kept ``from builder import
+    BACKBONES``, an import of a package nobody has, and said nothing. A module the sources have
+    at their root is still found there (``common``)."""
+    result = extract_tree(tmp_path, {"segmentation/replknet.py": BACKBONE,
+                                     "common.py": "class Stem:\n    pass\n"})
+    assert result.generated.unresolved == [(
+        "BACKBONES", "segmentation.replknet:7, `from ..builder import BACKBONES` climbs above "
+        "the top package segmentation, to a module builder no source indexed here has: "
+        "upstream's import fails as well, unless the module is copied into a package that "
+        "has one")]
+    code = result.generated.code
+    assert "from builder import" not in code and "import builder" not in code
+    assert "class Stem:" in code

@@ -339,6 +339,16 @@ class ModuleIndex:
         if src is not None:
             return Target("unresolved", rec.name,
                           note=f"{rec.target} has no {rec.name!r}")
+        if _climbs_to_root(entry, rec):
+            # RepLKNet's ``segmentation/replknet.py``, meant to be copied into mmseg's
+            # ``models/backbones/``, has ``from ..builder import BACKBONES``: no module of
+            # the sources is ``builder``, and ``from builder import ...`` would be a guess
+            top = entry.module.split(".")[0]
+            return Target("unresolved", rec.name, note=(
+                f"`from {'.' * rec.level}{rec.module} import {rec.name}` climbs above the top "
+                f"package {top}, to a module {rec.target} no source indexed here has: "
+                "upstream's import fails as well, unless the module is copied into a package "
+                "that has one"))
         return Target("external", f"{rec.target}.{rec.name}", how="import")
 
     def importing_line(self, package: ModuleEntry, importer: ModuleEntry) -> int | None:
@@ -440,6 +450,16 @@ def last_plain_import(recs, above: int | None) -> ImportRecord | None:
     ``above``, where given); None where there is none."""
     plain = [r for r in recs if not r.guard.kind and (above is None or r.line < above)]
     return max(plain, key=lambda r: r.line) if plain else None
+
+
+def _climbs_to_root(entry: ModuleEntry, rec: ImportRecord) -> bool:
+    """Whether the relative import ``rec`` climbs to above ``entry``'s top package, where
+    Python's import raises ("beyond top-level package"): ``resolve_relative`` reads it from
+    the source's root, which finds a module there, if the sources have one."""
+    if not rec.level:
+        return False
+    parts = entry.module.split(".")
+    return rec.level - 1 >= len(parts) - (0 if entry.facts.is_package else 1)
 
 
 def made_at_run_time(entry: ModuleEntry, name: str) -> Target:
