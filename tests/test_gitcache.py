@@ -219,6 +219,23 @@ def test_unknown_ref(remote: Remote, tmp_path: Path) -> None:
         gitcache.checkout(remote.url, dest, ref="--upload-pack=x")
 
 
+def test_unknown_commit_sha_and_a_remote_that_fails_to_send_one(remote: Remote,
+                                                                 tmp_path: Path) -> None:
+    """A commit the remote does not have is an unknown ref. A remote that has the commit but
+    fails to send it (a mirror missing one of its blobs) is not: the message says what git
+    says, where it used to claim the ref was unknown."""
+    with pytest.raises(SourceError, match="unknown ref '1{40}'"):
+        gitcache.checkout(remote.url, tmp_path / "a", ref="1" * 40)
+    blob = git("rev-parse", f"{remote.first}:docs/big.bin", cwd=remote.work)
+    (remote.bare / "objects" / blob[:2] / blob[2:]).unlink()
+    git("config", "uploadpack.allowFilter", "false", cwd=remote.bare)
+    with pytest.raises(SourceError) as e:
+        gitcache.checkout(remote.url, tmp_path / "b", ref=remote.first, paths=("pkg",))
+    assert "unknown ref" not in str(e.value)
+    assert "git fetch failed" in str(e.value) and "\n" not in str(e.value)
+    assert not (tmp_path / "b").exists() and not list(tmp_path.glob(".b.tmp-*"))
+
+
 @pytest.mark.parametrize("url", ["-oops", "ext::sh -c x", "--upload-pack=touch x"])
 def test_bad_url_rejected(url: str, tmp_path: Path) -> None:
     with pytest.raises(SourceError):

@@ -125,6 +125,10 @@ class _Git:
         return out
 
 
+# what git says when the remote has no such ref (a commit it does not have, or a name)
+_NO_SUCH_REF = ("not our ref", "couldn't find remote ref", "unadvertised object")
+
+
 def _clone(git: _Git, dest: Path, ref: str | None, want: dict[str, Any]) -> None:
     """Clones into a temporary sibling of ``dest`` and renames it into place."""
     tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.tmp-", dir=dest.parent))
@@ -146,6 +150,8 @@ def _clone(git: _Git, dest: Path, ref: str | None, want: dict[str, Any]) -> None
                 git.run("fetch", "-q", "--depth", "1", "--filter=blob:none", "origin", ref,
                         cwd=work, what="fetch")
             except SourceError as e2:
+                if not any(m in str(e2) for m in _NO_SUCH_REF):
+                    raise  # (a remote that fails to send it: git's own words say why)
                 raise SourceError(f"{_redact(git.url)}: unknown ref {ref!r} (not a branch, "
                                   f"tag or full commit sha of the remote)") from e2
             target = "FETCH_HEAD"
