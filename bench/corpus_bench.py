@@ -90,8 +90,10 @@ def main() -> None:
             if not keys:
                 print(f"{repo}: no blocks", file=sys.stderr)
                 continue
-            r = run(keys, ex, Path(tmp) / "extract" / repo)
-            jobs, failed = jobs_for(ex, keys, Path(tmp) / "faithful" / repo)
+            # (a key of this repository's, which another may have too: ControlNet's copy of
+            # latent-diffusion's ``ldm``, which upstream's import below finds first)
+            r = run(keys, ex, Path(tmp) / "extract" / repo, repo)
+            jobs, failed = jobs_for(ex, keys, Path(tmp) / "faithful" / repo, repo)
             t = time.perf_counter()
             # the repository's own root first, then the others the configuration indexes
             # (mae's models import timm, configured beside it)

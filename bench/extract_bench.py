@@ -89,12 +89,14 @@ def pct(xs, q):
     return xs[min(len(xs) - 1, int(round(q * (len(xs) - 1))))] if xs else 0.0
 
 
-def run(names: list[str], ex: BlockExtractor, outdir: Path) -> dict:
+def run(names: list[str], ex: BlockExtractor, outdir: Path, repo: str | None = None) -> dict:
+    """Extracts ``names`` (of the repository ``repo`` alone, where given: two repositories
+    can have one module path, ControlNet's ``ldm`` and latent-diffusion's) and measures them."""
     times, results = [], []
     written = OutputNames()  # same-named blocks get their own files, as in `nnrag extract`
     for name in names:
         t = time.perf_counter()
-        res = ex.extract_single_block(name, outdir, written)
+        res = ex.extract_single_block(name, outdir, written, repo=repo)
         times.append(time.perf_counter() - t)
         results.append(res)
     ok = [r for r in results if r.ok]

@@ -47,11 +47,13 @@ def renamed_definitions(rewrites: list[str]) -> dict[str, str]:
     return {new: old for r in rewrites for old, new in _RENAMED_DEFINITION.findall(r)}
 
 
-def jobs_for(ex: BlockExtractor, names: list[str], outdir: Path) -> tuple[list[dict], dict]:
+def jobs_for(ex: BlockExtractor, names: list[str], outdir: Path,
+             repo: str | None = None) -> tuple[list[dict], dict]:
+    """The comparisons of ``names`` (of the repository ``repo`` alone, where given)."""
     jobs, failed = [], {}
     written = OutputNames()  # 207 timm blocks share a name: one file each
     for name in names:
-        res = ex.extract_single_block(name, outdir, written)
+        res = ex.extract_single_block(name, outdir, written, repo=repo)
         if not res.ok:
             failed[name] = res.error
             continue
