@@ -102,8 +102,6 @@ def reads_computed_attr(stmt: ast.stmt, value: str) -> bool:
                and ast.unparse(node.args[0]) == value for node in ast.walk(stmt))
 
 
-
-
 # the calls that take a package (or module) as the anchor of its files
 RESOURCE_CALLS = frozenset(f"{m}.{f}" for m in ("importlib.resources", "importlib_resources")
                            for f in ("files", "read_text", "read_binary", "open_text",

@@ -8,10 +8,10 @@ module does not bind by name is most likely one of them. A module-level call of 
 own function that stores into ``globals()`` is such a statement too: CrypTen's
 ``functions/regular.py`` runs ``for function_name in __all__: _add_regular_function(
 function_name)``, whose body has ``globals()[function_name] = regular_func``, and so makes
-``__getitem__``, ``flatten`` and the other names its ``__all__`` lists. The index records the lines of these
-statements (``ModuleFacts.namespace_writes``), the resolver inlines them for the names, and the
-validator reads pyflakes' "undefined name" for such a name as pyflakes reads a name a star
-import may bind.
+``__getitem__``, ``flatten`` and the other names its ``__all__`` lists. The index records the
+lines of these statements (``ModuleFacts.namespace_writes``), the resolver inlines them for
+the names, and the validator reads pyflakes' "undefined name" for such a name as pyflakes reads
+a name a star import may bind.
 """
 
 from __future__ import annotations
