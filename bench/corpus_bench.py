@@ -90,8 +90,9 @@ def main() -> None:
             if not keys:
                 print(f"{repo}: no blocks", file=sys.stderr)
                 continue
-            # (a key of this repository's, which another may have too: ControlNet's copy of
-            # latent-diffusion's ``ldm``, which upstream's import below finds first)
+            # from this repository: another may have the same key (ControlNet's copy of
+            # latent-diffusion's ``ldm``), and the key alone gives the one of higher priority,
+            # where the upstream import below finds this repository's own first
             r = run(keys, ex, Path(tmp) / "extract" / repo, repo)
             jobs, failed = jobs_for(ex, keys, Path(tmp) / "faithful" / repo, repo)
             t = time.perf_counter()
