@@ -454,12 +454,13 @@ def last_plain_import(recs, above: int | None) -> ImportRecord | None:
 
 def _climbs_to_root(entry: ModuleEntry, rec: ImportRecord) -> bool:
     """Whether the relative import ``rec`` climbs to above ``entry``'s top package, where
-    Python's import raises ("beyond top-level package"): ``resolve_relative`` reads it from
-    the source's root, which finds a module there, if the sources have one."""
-    if not rec.level:
-        return False
-    parts = entry.module.split(".")
-    return rec.level - 1 >= len(parts) - (0 if entry.facts.is_package else 1)
+    Python's import raises ("beyond top-level package"): ``resolve_relative`` reads
+    ``from ..x import y`` from the source's root, which finds a module there, if the sources
+    have one, but has no package for the dots alone."""
+    from nnrag_tui.engine.parse import resolve_relative  # (the app loads this module alone)
+
+    return bool(rec.level) and not resolve_relative(entry.module, entry.facts.is_package,
+                                                    rec.level, None)
 
 
 def made_at_run_time(entry: ModuleEntry, name: str) -> Target:
