@@ -140,6 +140,47 @@ def test_a_package_without_an_indexed_init_is_still_a_corpus_module(tmp_path):
     assert index.lookup(user, "nsx").kind == "external"
 
 
+def test_a_module_beside_the_folder_a_script_runs_in(tmp_path):
+    """UniFormer's ``object_detection/`` (no ``__init__.py``) holds ``mmcv_custom/`` beside
+    its scripts, and its backbones run ``from mmcv_custom import load_checkpoint``: Python
+    finds it there as the script runs, the folder being first on ``sys.path``. The innermost
+    such folder first; never inside a package (mamba's ``mamba_ssm/ops/triton/`` is no
+    ``triton``), never a standard library module, never the importing module itself
+    (hyena-dna's ``src/ops/fftconv.py`` runs ``import fftconv``, its compiled extension)."""
+    write_tree(tmp_path, {
+        "det/helpers/__init__.py": "from .scale import Scale\n",
+        "det/helpers/scale.py": "class Scale:\n    pass\n",
+        "det/seg/helpers/__init__.py": "class Scale:\n    pass\n",
+        "det/seg/net.py": "from helpers import Scale\n",
+        "det/models/net.py": ("from helpers import Scale\nimport helpers.scale as hs\n"
+                              "import logging\nimport fftconv\n"),
+        "det/logging.py": "LEVEL = 1\n",
+        "det/models/fftconv.py": "import fftconv\n",
+        "pkg/__init__.py": "",
+        "pkg/ops/__init__.py": "",
+        "pkg/ops/triton/__init__.py": "",
+        "pkg/ops/norm.py": "import triton\n",
+    })
+    index = module_index({"r": tmp_path})
+    net = entry(index, "det.models.net")
+    t = index.lookup(net, "Scale")
+    assert (t.kind, t.qualified, t.how) == ("def", "det.helpers.scale.Scale", "heuristic")
+    assert t.confidence < 1.0
+    t = index.lookup(net, "hs")
+    assert (t.kind, t.name, t.how) == ("module", "det.helpers.scale", "heuristic")
+    assert index.script_folder("helpers", net) == "det"
+    # the innermost folder first
+    t = index.lookup(entry(index, "det.seg.net"), "Scale")
+    assert t.qualified == "det.seg.helpers.Scale"
+    # a standard library module and the importer itself are not looked for beside
+    assert index.lookup(net, "logging").kind == "external"
+    own = entry(index, "det.models.fftconv")
+    assert index.lookup(own, "fftconv").kind == "external"
+    assert index.lookup(net, "fftconv").entry is own  # (a module beside it, for another)
+    # inside a package: an external package of that name
+    assert index.lookup(entry(index, "pkg.ops.norm"), "triton").kind == "external"
+
+
 def test_a_name_two_star_imports_bind_is_the_one_run_last_when_read(tmp_path):
     """torch_mimicry's ``modules/__init__.py`` runs ``from .layers import *`` (an ``SNLinear``
     function wrapping ``nn.Linear``), ``from .resblocks import *``, then ``from

@@ -215,6 +215,16 @@ MUST = {
         "    __all__=__all_funcs__,\n    chain=chain,\n    made=made,\n",
         "* len(__all_funcs__)\n", "renamed `__all__` -> `__all_funcs__`",
         '\n\n__all__ = ["Scaled"]\n'],
+    # modules beside the folder upstream's scripts run in (UniFormer's ``object_detection/``
+    # with ``mmcv_custom/``), which the header says; the compiled extension of a module's own
+    # name (hyena-dna's ``import fftconv`` in ``fftconv.py``) stays an import
+    ("script_folder", "Net"): [
+        "class Scale(nn.Module):", "def double(x):", "def mix(x):",
+        "try:\n    import fastconv  # the compiled extension",
+        "`act.double` -> `double` (inlined)",
+        ("# note: `sfkernels`, `sflayers`: taken from sfrun/, as no source has them at its top: "
+         "a script run in that folder, which Python puts first on sys.path, imports them "
+         "from there")],
     # a registration in a module the block never imports, but upstream's import of the
     # block's module runs (through the package's ``__init__``: pyro's "validate_poutine")
     ("imported_registration", "Net"): [
@@ -729,13 +739,20 @@ def load_file(path: Path, modname: str):
 _UPSTREAM_ROOTS: set[str] = set()  # the fixture checkouts upstream modules came from
 
 
-def import_upstream(repo: Path, module: str):
-    """The upstream module, imported from the fixture checkout; removed again afterwards by
+# the folder upstream's scripts run in, first on their ``sys.path``
+SCRIPT_FOLDERS = {"script_folder": "sfrun"}
+
+
+def import_upstream(repo: Path, module: str, script_folder: str | None = None):
+    """The upstream module, imported from the fixture checkout (as a script run in
+    ``script_folder`` imports it, where given); removed again afterwards by
     ``forget_upstream``. ``sys.path`` is as before, also where the package adds to it (the
     ``sys_path`` case puts its own folder there, and its modules import as ``model``)."""
     before = list(sys.path)
     _UPSTREAM_ROOTS.add(str(repo))
     sys.path.insert(0, str(repo))
+    if script_folder is not None:
+        sys.path.insert(0, str(repo / script_folder))
     try:
         importlib.invalidate_caches()
         return importlib.import_module(module)
@@ -822,7 +839,7 @@ def test_golden_file_runs_like_upstream(extracted, case, block, tmp_path):
     # inputs", from Net's forward, which calls only ``scale``).
     def run_upstream() -> dict:
         torch.set_num_threads(1)
-        up_mod = import_upstream(repo, b.module)
+        up_mod = import_upstream(repo, b.module, SCRIPT_FOLDERS.get(case))
         torch.manual_seed(0)
         upstream = getattr(up_mod, b.qualname)()
         x = torch.randn(*PROBE.get(case, DEFAULT_PROBE))

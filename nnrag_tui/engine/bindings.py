@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import builtins
 import functools
+import sys
 from dataclasses import dataclass, field
 from typing import Iterable
 
@@ -19,6 +20,8 @@ from nnrag_tui.engine.facts import ImportRecord, ModuleFacts, Symbol
 BUILTINS = frozenset(dir(builtins)) | {"__file__", "__name__", "__doc__", "__spec__",
                                        "__package__", "__loader__", "__path__", "__builtins__"}
 MAX_DEPTH = 40
+# top-level modules never looked for beside a script's folder (ModuleIndex.script_folder_module)
+NEVER_BESIDE = frozenset(getattr(sys, "stdlib_module_names", ())) | {"__future__", "torch"}
 GUARD_RANK = {"": 0, "try": 1, "with": 2, "type_checking": 3, "if": 4, "except": 5}
 
 
@@ -105,6 +108,7 @@ class ModuleIndex:
         self._ext_star: dict[tuple[str, str], tuple[str, str] | None] = {}
         self._memo: dict[tuple, Target] = {}  # (module key, name[, line it has run to])
         self._importing: dict[tuple[tuple[str, str], tuple[str, str]], int | None] = {}
+        self._folders: dict[tuple[str, str], list[str]] = {}  # (_script_folders)
 
     # -- modules ---------------------------------------------------------------------------
     @functools.cached_property
@@ -187,6 +191,66 @@ class ModuleIndex:
                 if e.source == from_source:
                     return e
         return cands[0]
+
+    def find_imported(self, module: str, importer: ModuleEntry) -> ModuleEntry | None:
+        """The module ``importer``'s ``import module`` loads: ``find_module``, and where
+        ``importer``'s own source has none of that name, one beside a folder a script of that
+        source is run from (``script_folder_module``), before another source's."""
+        found = self.find_module(module, importer.source)
+        if found is not None and found.source == importer.source:
+            return found
+        return self.script_folder_module(module, importer) or found
+
+    def script_folder_module(self, module: str, importer: ModuleEntry) -> ModuleEntry | None:
+        """``module`` in a folder above ``importer`` that no package encloses, innermost
+        first: the folder of the scripts that import it. UniFormer's ``object_detection/``
+        (no ``__init__.py``) holds ``mmcv_custom/`` and a changed copy of ``mmdet/`` beside
+        its ``train.py``; its backbones import ``from mmcv_custom import load_checkpoint``
+        and ``from mmdet.models.builder import BACKBONES``, which Python finds there as the
+        script runs: the folder is first on ``sys.path``. A standard library module or torch
+        is never looked for there, nor is the importer itself: hyena-dna's
+        ``src/ops/fftconv.py`` runs ``import fftconv``, its compiled extension."""
+        if module.split(".")[0] in NEVER_BESIDE:
+            return None
+        for folder in self._script_folders(importer):
+            for e in self.by_module.get(f"{folder}.{module}", ()):
+                if e.source == importer.source and e is not importer:
+                    return e
+        return None
+
+    def script_folder(self, module: str, importer: ModuleEntry) -> str | None:
+        """The folder (a dotted module prefix) ``importer``'s import of ``module`` finds it in
+        (``script_folder_module``); None where its source has the module by name."""
+        found = self.find_module(module, importer.source)
+        if found is not None and found.source == importer.source:
+            return None
+        e = self.script_folder_module(module, importer)
+        return e.module[: -len(module) - 1] if e is not None else None
+
+    def _beside(self, t: Target, module: str, importer: ModuleEntry) -> Target:
+        """``t``, found through ``importer``'s import of ``module``, as a guess where that
+        import found the module beside a script's folder (``script_folder_module``)."""
+        if self.script_folder(module, importer) is None:
+            return t
+        return Target(t.kind, t.name, t.entry, t.attr, "heuristic", min(t.confidence, 0.8),
+                      t.note)
+
+    def _script_folders(self, importer: ModuleEntry) -> list[str]:
+        """The folders above ``importer`` (dotted module prefixes, innermost first) that no
+        package of its source encloses; the source's root is not one (``find_module``)."""
+        hit = self._folders.get(importer.key)
+        if hit is None:
+            parts = importer.module.split(".")
+            hit = []
+            for i in range(1, len(parts)):
+                prefix = ".".join(parts[:i])
+                if any(e.source == importer.source and e.facts.is_package
+                       for e in self.by_module.get(prefix, ())):
+                    break  # (a package's folder, and every folder inside it)
+                hit.append(prefix)
+            hit.reverse()
+            self._folders[importer.key] = hit
+        return hit
 
     # -- names -----------------------------------------------------------------------------
     def lookup(self, entry: ModuleEntry, name: str, _depth: int = 0,
@@ -280,7 +344,7 @@ class ModuleIndex:
         for star in entry.stars:
             if not star.target:
                 continue
-            src = self.find_module(star.target, entry.source)
+            src = self.find_imported(star.target, entry)
             if src is None:
                 found = found or (star.target, entry.module)
             elif src.facts.all_names is None:
@@ -294,7 +358,7 @@ class ModuleIndex:
 
     def _from_star(self, entry: ModuleEntry, star: ImportRecord, name: str,
                    depth: int) -> Target | None:
-        src = self.find_module(star.target, entry.source)
+        src = self.find_imported(star.target, entry)
         if src is None or name not in self.exports(src):
             return None
         t = self.lookup(src, name, depth + 1)
@@ -314,14 +378,14 @@ class ModuleIndex:
             return Target("unresolved", rec.bound, note="relative import above the top package")
         if rec.name is None:
             mod = rec.target if rec.asname else rec.target.split(".")[0]
-            return self.module_target(mod, entry.source, how="import")
-        src = self.find_module(rec.target, entry.source)
+            return self.module_target(mod, entry.source, how="import", importer=entry)
+        src = self.find_imported(rec.target, entry)
         if src is entry and not _bound_above(entry, rec):
             # ``from . import constants as converter_constants`` in a package's ``__init__``
             # that binds ``constants = _Constants(converter_constants, ...)`` below it
             # (hummingbird): the package has no such attribute yet, so the import loads the
             # submodule
-            sub = self.find_module(f"{rec.target}.{rec.name}", entry.source)
+            sub = self.find_imported(f"{rec.target}.{rec.name}", entry)
             if sub is not None:
                 return Target("module", sub.module, sub, how="import")
         if src is not None:
@@ -331,11 +395,12 @@ class ModuleIndex:
                             self.importing_line(src, entry) if at_top else None)
             if t.kind != "unresolved":
                 direct = t.kind == "def" and t.entry is src
-                return _with_how(t, "import" if direct else
-                                 ("star" if t.how == "star" else "re-export"))
-        sub = self.find_module(f"{rec.target}.{rec.name}", entry.source)
+                return self._beside(_with_how(t, "import" if direct else (
+                    "star" if t.how == "star" else "re-export")), rec.target, entry)
+        sub = self.find_imported(f"{rec.target}.{rec.name}", entry)
         if sub is not None:
-            return Target("module", sub.module, sub, how="import")
+            return self._beside(Target("module", sub.module, sub, how="import"),
+                                f"{rec.target}.{rec.name}", entry)
         if src is not None:
             return Target("unresolved", rec.name,
                           note=f"{rec.target} has no {rec.name!r}")
@@ -359,10 +424,14 @@ class ModuleIndex:
             self._importing[key] = _importing_line(package, importer)
         return self._importing[key]
 
-    def module_target(self, module: str, from_source: str | None, how: str) -> Target:
-        e = self.find_module(module, from_source)
+    def module_target(self, module: str, from_source: str | None, how: str,
+                      importer: ModuleEntry | None = None) -> Target:
+        """The module ``module``, imported by ``importer`` where given (``find_imported``)."""
+        e = self.find_module(module, from_source) if importer is None else \
+            self.find_imported(module, importer)
         if e is not None:
-            return Target("module", e.module, e, how=how)
+            t = Target("module", e.module, e, how=how)
+            return t if importer is None else self._beside(t, module, importer)
         # A package whose __init__ is not indexed but whose submodules are.
         if module in self.packages:
             return Target("module", module, None, how=how)
@@ -418,7 +487,7 @@ class ModuleIndex:
             acc = {n for n in entry.defs if not n.startswith("_")}
             acc |= {n for n in entry.imports if not n.startswith("_")}
             for star in entry.stars:
-                src = self.find_module(star.target, entry.source)
+                src = self.find_imported(star.target, entry)
                 if src is not None:
                     acc |= self.exports(src)
             names = frozenset(acc)

@@ -59,7 +59,7 @@ def _imports_run(index: ModuleIndex, e: ModuleEntry, is_external: Callable[[str]
     for module in modules:
         if is_external(module):
             continue
-        found = index.find_module(module, e.source)
+        found = index.find_imported(module, e)
         if found is not None:
             out.setdefault(found.key, found)
     return list(out.values())
@@ -97,7 +97,7 @@ class RunOrder:
         return (marks[max(i, 0)][1], line)
 
     def _steps(self, e: ModuleEntry) -> list[tuple[str, object]]:
-        steps: list[tuple[str, object]] = [("run", m) for m in self._found(_runs_first(e.module), e.source)]
+        steps: list[tuple[str, object]] = [("run", m) for m in self._found(_runs_first(e.module), e)]
         steps.append(("begin", None))
         for rec in sorted(e.facts.imports, key=lambda r: r.line):
             if rec.guard.kind == "type_checking" or not rec.target:
@@ -105,18 +105,18 @@ class RunOrder:
             targets = [*_runs_first(rec.target), rec.target]
             if rec.name:
                 targets.append(f"{rec.target}.{rec.name}")
-            steps += [("run", m) for m in self._found(targets, e.source)]
+            steps += [("run", m) for m in self._found(targets, e)]
             steps.append(("mark", rec.end_line + 1))
         return steps
 
-    def _found(self, modules: list[str], source: str) -> list[ModuleEntry]:
-        """The corpus modules of these names, from ``source`` where it has them, as the
-        importing module's own imports resolve (engine.bindings)."""
+    def _found(self, modules: list[str], importer: ModuleEntry) -> list[ModuleEntry]:
+        """The corpus modules of these names, as ``importer``'s own imports resolve them
+        (engine.bindings)."""
         out: list[ModuleEntry] = []
         for module in modules:
             if self.is_external(module):
                 continue
-            found = self.index.find_module(module, source)
+            found = self.index.find_imported(module, importer)
             if found is not None and found not in out:
                 out.append(found)
         return out

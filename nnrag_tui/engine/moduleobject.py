@@ -70,7 +70,7 @@ def namespace(index, entry) -> list[str]:
     file loads."""
     names = (set(entry.defs) | set(entry.imports)) - set(entry.lazy)
     for star in entry.stars:
-        src = index.find_module(star.target, entry.source)
+        src = index.find_imported(star.target, entry)
         if src is not None:
             names |= index.exports(src)
     return sorted(n for n in names if not (n.startswith("__") and n.endswith("__"))

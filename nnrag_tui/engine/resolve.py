@@ -657,6 +657,7 @@ class _ClosureBuilder:
             future.remove("annotations")
         self.note_unindexed_imports()
         self.note_assumed_externals(nodes)
+        self.note_script_folders(nodes)
         self.note_configured_externals()
         self.note_made_at_run_time()
         self.note_deferred_modules(nodes)
@@ -925,6 +926,37 @@ class _ClosureBuilder:
         for note, names in sorted(by_note.items()):
             self.notes.append(f"{', '.join(f'`{n}`' for n in sorted(names))}: no corpus module "
                               f"binds {'them' if len(names) > 1 else 'it'}, {note}")
+
+    def note_script_folders(self, nodes: list[NodeId]) -> None:
+        """The packages the file takes from beside a folder upstream's scripts run in
+        (bindings.script_folder_module): a guess at how upstream is run, which the header
+        says, one line per folder."""
+        keys = {n[0] for n in nodes}
+        emitted = {k[1] for k in keys}
+        found: dict[str, set[str]] = {}  # folder -> top-level names taken from it
+        for key in sorted(keys):
+            entry = self.index.entries.get(key)
+            if entry is None:
+                continue
+            for rec in entry.facts.imports:
+                if rec.level or not rec.target:
+                    continue
+                folder = self.index.script_folder(rec.target, entry)
+                if folder is None and rec.name:  # (``from ops_dcnv3 import modules``, a
+                    # folder without ``__init__.py``)
+                    folder = self.index.script_folder(f"{rec.target}.{rec.name}", entry)
+                if folder is None:
+                    continue
+                top = f"{folder}.{rec.target.split('.')[0]}"
+                if any(m == top or m.startswith(top + ".") for m in emitted):
+                    found.setdefault(folder, set()).add(top[len(folder) + 1:])
+        for folder, tops in sorted(found.items()):
+            names = ", ".join(f"`{t}`" for t in sorted(tops))
+            where = folder.replace(".", "/") + "/"
+            them = "them" if len(tops) > 1 else "it"
+            self.notes.append(f"{names}: taken from {where}, as no source has {them} at its "
+                              f"top: a script run in that folder, which Python puts first on "
+                              f"sys.path, imports {them} from there")
 
     def note_configured_externals(self) -> None:
         """The packages the file imports because the configuration marks their source
@@ -1395,7 +1427,7 @@ class _ClosureBuilder:
         for star in entry.stars:
             if not (st.line <= star.line <= st.end_line) or not star.target:
                 continue
-            src = self.index.find_module(star.target, entry.source)
+            src = self.index.find_imported(star.target, entry)
             if src is None or self.r.is_external(src.module):
                 continue
             self.guarded[(node, star.line, "*")] = UNUSED
