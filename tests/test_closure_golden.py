@@ -225,6 +225,11 @@ MUST = {
         ("# note: `sfkernels`, `sflayers`: taken from sfrun/, as no source has them at its top: "
          "a script run in that folder, which Python puts first on sys.path, imports them "
          "from there")],
+    # a set the closure reads only by identity (StyleGAN's ``persistence._decorators``, filled
+    # by ``@persistent_class``): a class only it would bring stays out; a list of names, which
+    # ``len`` reads, takes every class filling it
+    ("identity_registry", "Small"): ["_decorators.add(Decorator)", "return type(obj) in"],
+    ("identity_registry", "Counted"): ["@kind\nclass Other(nn.Module):", "len(_KINDS)"],
     # a registration in a module the block never imports, but upstream's import of the
     # block's module runs (through the package's ``__init__``: pyro's "validate_poutine")
     ("imported_registration", "Net"): [
@@ -623,6 +628,7 @@ MUST_NOT = {
     ("type_checking", "Registered"): ["from .config", "from .net", "NETS", "class Net("],
     ("try_fallback", "OtherNorm"): ["FusedNorm", "nnrag_missing_kernels", "try:"],
     ("registry", "KernelNet"): ["_gelu_kernel", "def gelu", "_ACTS", "_model_entrypoints"],
+    ("identity_registry", "Small"): ["class Large", "class Counted"],
     ("guarded_const", "Attention"): ["_UNRELATED", "to_3tuple"],
     ("same_name", "Net"): ["LINEAR_SCALE"],
     ("cycles", "Net"): ["odd.", "even.", "from . import"],

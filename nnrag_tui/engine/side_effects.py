@@ -23,6 +23,7 @@ from nnrag_tui.engine.closure import BindKey, Dependency, ExternalImport, NodeId
 from nnrag_tui.engine.config_keys import registrations, split_scope, type_keys
 from nnrag_tui.engine.import_locations import call_of, handed_lists
 from nnrag_tui.engine.imported_along import imported_along
+from nnrag_tui.engine.membership import identity_uses_only
 from nnrag_tui.engine.modsource import (
     ModuleSource,
     TopStmt,
@@ -126,6 +127,8 @@ class SideEffects:
                     continue
                 filled: list[BindKey] = []
                 keys: list[BindKey] = []
+                writers: list[BindKey] = []  # the functions it fills them through
+                direct = False  # (or fills them itself)
                 load_names = self._load_names(ms, st)
                 values = registered_values(st.node)
                 if "__name__" in load_names:
@@ -139,10 +142,12 @@ class SideEffects:
                     if key in registries and (name in ms.access(st)[1] or name in
                                               self._statement_fills(entry, ms, st)):
                         filled.append(key)
+                        direct = True
                     writes = [k for k in self.writes_of(key) if k in registries]
                     if writes:
                         filled += writes
                         keys.append(key)
+                        writers.append(key)
                 for key in self._calls_through_modules(entry, st, load_names):
                     # ``@pyro.settings.register("module_local_params", __name__, ...)``: the
                     # registering function reached through its module
@@ -150,6 +155,7 @@ class SideEffects:
                     if writes:
                         filled += writes
                         keys.append(key)
+                        writers.append(key)
                 if mkey in self.by_name:
                     filled = [k for k in filled if k in live]
                 # ``@register_kernel(adjust_hue, Image)`` registers under a definition the
@@ -158,6 +164,8 @@ class SideEffects:
                 # the right side of ``REG[key] = fn``) is no key and comes along instead
                 others = [k for k in keys if k not in filled and not self.writes_of(k)]
                 if not filled or any(k not in bound for k in others):
+                    continue
+                if not direct and self._adds_unreachable(st, filled, writers, registries):
                     continue
                 self.b.add(entry, st.index)
                 added = True
@@ -176,6 +184,34 @@ class SideEffects:
                             "fills the registry it reads (decorator or module-level "
                             "statement)"))
         return added
+
+    def _adds_unreachable(self, st: TopStmt, filled: list[BindKey], writers: list[BindKey],
+                          registries: dict[BindKey, list[tuple[NodeId, str, bool]]]) -> bool:
+        """Whether the ``def``/``class`` statement ``st``, through bare decorators (the
+        functions ``writers``), fills only registries that the closure and those functions
+        use by identity alone (engine.membership): what it adds, nothing in the file can
+        hold, so the registries behave the same without it."""
+        if st.kind not in ("class", "function") or any(
+                isinstance(d, ast.Call) for d in st.node.decorator_list):  # type: ignore
+            return False
+        for reg in dict.fromkeys(filled):
+            for user, name, _ in registries[reg]:
+                if not identity_uses_only(self.b.modules[user[0]].stmts[user[1]].node, name):
+                    return False
+        for key in dict.fromkeys(writers):
+            entry = self.index.entries.get(key[1])
+            if entry is None:
+                return False
+            ms = self.r.module_source(entry)
+            for i in ms.binders.get(key[2], []):
+                wst = ms.stmts[i]
+                if wst.kind != "function":
+                    return False
+                names = [n for n in ms.access(wst)[1]
+                         if self.r.binding_key(entry, ms, n) in filled]
+                if not all(identity_uses_only(wst.node, n) for n in names):
+                    return False
+        return True
 
     def add_keyed_registrations(self) -> bool:
         """pyro's ``pyro.settings.get("validate_poutine")`` (pyro/nn/module.py) reads what
