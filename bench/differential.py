@@ -318,7 +318,9 @@ def _unrenamed(text: str, renamed: dict[str, str]) -> str:
     return text
 
 
-_MODULE_PATH = re.compile(r"\b(?:[A-Za-z_]\w*\.)+(?=[A-Za-z_]\w*\()")
+# a dotted module path; a folder of a research repository may have a hyphen in its name
+# (EVA's ``EVA-CLIP-18B``), which Python imports as a module name all the same
+_MODULE_PATH = re.compile(r"(?<![\w-])(?:[A-Za-z_][\w-]*\.)+(?=[A-Za-z_]\w*\()")
 
 
 def _without_module_paths(text: str) -> str:
@@ -385,7 +387,7 @@ class _UnionsSorted:
 
 def _unqualified(text: str) -> str:
     text = re.sub(r" at 0x[0-9a-f]+>", ">", text)
-    return re.sub(r"\b(?:[A-Za-z_]\w*\.)+(?=[A-Za-z_])", "", text)
+    return re.sub(r"(?<![\w-])(?:[A-Za-z_][\w-]*\.)+(?=[A-Za-z_])", "", text)
 
 
 class _Unordered:

@@ -41,8 +41,8 @@ def compare(tmp_path: Path, generated: str, upstream: str = UPSTREAM,
             name: str = "Stamped", stubs: tuple[str, ...] = (),
             renamed: dict[str, str] | None = None, installed: tuple[str, ...] = (),
             call_sites: list[dict] | None = None,
-            relocated: dict[str, str] | None = None) -> dict:
-    pkg = tmp_path / "src" / "pkgd"
+            relocated: dict[str, str] | None = None, package: str = "pkgd") -> dict:
+    pkg = tmp_path / "src" / package
     pkg.mkdir(parents=True, exist_ok=True)
     (pkg / "__init__.py").write_text("")
     (pkg / "blocks.py").write_text(upstream)
@@ -52,7 +52,7 @@ def compare(tmp_path: Path, generated: str, upstream: str = UPSTREAM,
         [sys.executable, "-I", str(ROOT / "bench" / "differential.py"), "--path",
          str(tmp_path / "src"), *(f"--stub={pkg}" for pkg in stubs),
          *(f"--stub-installed={pkg}" for pkg in installed)],
-        input=json.dumps({"key": f"pkgd.blocks:{name}", "file": str(gen),
+        input=json.dumps({"key": f"{package}.blocks:{name}", "file": str(gen),
                           "renamed": renamed or {}, "call_sites": call_sites or [],
                           "relocated": relocated or {}}) + "\n",
         capture_output=True, text=True, timeout=300, check=False)
@@ -382,6 +382,35 @@ def test_a_repr_that_prints_the_module_path_differs_only_in_it(tmp_path):
     edited = QUALIFIED_REPR.replace("(width={self.width})", "(width={self.width + 1})")
     r = compare(tmp_path, edited, QUALIFIED_REPR, "Named")
     assert r["verdict"] == "differs" and "repr" in r["reason"], r
+
+
+# EVA's ``EVA-CLIP-18B/.../hf_model.py`` annotates ``config: PretrainedConfig``, a class of its
+# own where transformers is missing: upstream's signature names it with its module path, in
+# a folder whose name has hyphens
+HYPHENATED = '''\
+from torch import nn
+
+
+class PretrainedConfig:
+    pass
+
+
+class Encoder(nn.Module):
+    def __init__(self, config: PretrainedConfig = None, width: int = 4):
+        super().__init__()
+        self.fc = nn.Linear(width, width)
+
+    def forward(self, x):
+        return self.fc(x)
+'''
+
+
+def test_a_module_path_with_hyphens_is_no_difference_in_the_signature(tmp_path):
+    r = compare(tmp_path, HYPHENATED, HYPHENATED, "Encoder", package="EVA-CLIP-18B")
+    assert r["verdict"] == "same", r
+    other = HYPHENATED.replace("width: int = 4", "width: int = 5")
+    r = compare(tmp_path, other, HYPHENATED, "Encoder", package="EVA-CLIP-18B")
+    assert r["verdict"] == "differs" and "signature" in r["reason"], r
 
 
 # pytorch-forecasting's KAN layers fit their spline coefficients by least squares at init,
