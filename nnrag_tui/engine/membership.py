@@ -61,6 +61,9 @@ def _own_store(use: ast.Name, parents: dict[ast.AST, ast.AST]) -> bool:
         fn = parents.get(fn)
     if fn is None:
         return False
+    if any(isinstance(n, ast.Name) and n.id == value and not isinstance(n.ctx, ast.Load)
+           for n in ast.walk(fn)):
+        return False  # (``cls = cls.__name__`` first: a string, which a test by name finds)
     params = [*fn.args.posonlyargs, *fn.args.args]
     if params and params[0].arg == value:
         return True
