@@ -119,6 +119,7 @@ class SideEffects:
             self.span_imports_by_name(sorted({key[1] for key in live}))
         added = False
         bound = set(self.b.bind_order)
+        by_identity: dict[object, bool] = {}  # (_adds_unreachable's verdicts, this round)
         for mkey in list(self.b.modules):
             entry, ms = self.b.entries[mkey], self.b.modules[mkey]
             for st in ms.stmts:
@@ -165,7 +166,8 @@ class SideEffects:
                 others = [k for k in keys if k not in filled and not self.writes_of(k)]
                 if not filled or any(k not in bound for k in others):
                     continue
-                if not direct and self._adds_unreachable(st, filled, writers, registries):
+                if not direct and self._adds_unreachable(st, filled, writers, registries,
+                                                         by_identity):
                     continue
                 self.b.add(entry, st.index)
                 added = True
@@ -186,31 +188,46 @@ class SideEffects:
         return added
 
     def _adds_unreachable(self, st: TopStmt, filled: list[BindKey], writers: list[BindKey],
-                          registries: dict[BindKey, list[tuple[NodeId, str, bool]]]) -> bool:
+                          registries: dict[BindKey, list[tuple[NodeId, str, bool]]],
+                          verdicts: dict[object, bool]) -> bool:
         """Whether the ``def``/``class`` statement ``st``, through bare decorators (the
         functions ``writers``), fills only registries that the closure and those functions
         use by identity alone (engine.membership): what it adds, nothing in the file can
-        hold, so the registries behave the same without it."""
+        hold, so the registries behave the same without it. ``verdicts`` keeps each
+        registry's and writer's for the round: every decorated statement of the closure's
+        modules asks them."""
         if st.kind not in ("class", "function") or any(
                 isinstance(d, ast.Call) for d in st.node.decorator_list):  # type: ignore
             return False
         for reg in dict.fromkeys(filled):
-            for user, name, _ in registries[reg]:
-                if not identity_uses_only(self.b.modules[user[0]].stmts[user[1]].node, name):
-                    return False
-        for key in dict.fromkeys(writers):
-            entry = self.index.entries.get(key[1])
-            if entry is None:
+            if reg not in verdicts:
+                verdicts[reg] = all(
+                    identity_uses_only(self.b.modules[user[0]].stmts[user[1]].node, name)
+                    for user, name, _ in registries[reg])
+            if not verdicts[reg]:
                 return False
-            ms = self.r.module_source(entry)
-            for i in ms.binders.get(key[2], []):
-                wst = ms.stmts[i]
-                if wst.kind != "function":
-                    return False
-                names = [n for n in ms.access(wst)[1]
-                         if self.r.binding_key(entry, ms, n) in filled]
-                if not all(identity_uses_only(wst.node, n) for n in names):
-                    return False
+        for key in dict.fromkeys(writers):
+            held = ("writer", key, frozenset(filled))
+            if held not in verdicts:
+                verdicts[held] = self._stores_by_identity(key, filled)
+            if not verdicts[held]:
+                return False
+        return True
+
+    def _stores_by_identity(self, key: BindKey, filled: list[BindKey]) -> bool:
+        """Whether the function ``key`` stores into the registries ``filled`` only objects of
+        its own (engine.membership)."""
+        entry = self.index.entries.get(key[1])
+        if entry is None:
+            return False
+        ms = self.r.module_source(entry)
+        for i in ms.binders.get(key[2], []):
+            wst = ms.stmts[i]
+            if wst.kind != "function":
+                return False
+            names = [n for n in ms.access(wst)[1] if self.r.binding_key(entry, ms, n) in filled]
+            if not all(identity_uses_only(wst.node, n) for n in names):
+                return False
         return True
 
     def add_keyed_registrations(self) -> bool:
