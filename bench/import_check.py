@@ -54,6 +54,10 @@ def main(paths, timeout: float = TIMEOUT):
             os.dup2(2, 1)
             sys.stdout = sys.stderr
             torch.set_num_threads(1)
+            # the command line of a fresh ``python -I -c "import NAME"``, not this script's
+            # list of files: PyTorch-GAN's scripts define their models beside a module-level
+            # ``opt = parser.parse_args()``, which the file keeps and runs as it imports
+            sys.argv = ["-c"]
             spec = importlib.util.spec_from_file_location("block_under_test", path)
             mod = importlib.util.module_from_spec(spec)
             sys.modules["block_under_test"] = mod  # as an import would: dataclasses look here

@@ -43,3 +43,17 @@ def test_a_file_that_never_finishes_importing_fails_and_the_next_is_checked(tmp_
     answers = [json.loads(line) for line in out.stdout.splitlines()]
     assert [(a["path"], a["ok"]) for a in answers] == [(str(stuck), False), (str(fine), True)]
     assert answers[0]["error"] == "no import after 3 s"
+
+
+def test_a_file_that_parses_the_command_line_sees_a_fresh_interpreters(tmp_path):
+    """PyTorch-GAN's models read ``opt = parser.parse_args()`` at module level; a fresh
+    ``python -I -c "import NAME"`` has no arguments, so the defaults apply. The checker's own
+    list of files is not the file's command line."""
+    script = tmp_path / "Script.py"
+    script.write_text("import argparse\n\nparser = argparse.ArgumentParser()\n"
+                      "parser.add_argument('--latent_dim', type=int, default=100)\n"
+                      "opt = parser.parse_args()\nassert opt.latent_dim == 100\n")
+    out = subprocess.run([sys.executable, "-I", str(SCRIPT), str(script), str(script)],
+                         capture_output=True, text=True, timeout=120, check=False)
+    answers = [json.loads(line) for line in out.stdout.splitlines()]
+    assert [a["ok"] for a in answers] == [True, True], answers
