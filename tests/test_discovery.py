@@ -123,6 +123,51 @@ def test_categories(blocks, name, category, rule):
     assert (b.category, b.rule) == (category, rule)
 
 
+GANS = '''import torch
+from torch import nn
+
+
+class DCGANGenerator(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.up = nn.ConvTranspose2d(100, 64, 4)
+        self.bn = nn.BatchNorm2d(64)
+
+    def forward(self, z):
+        return torch.tanh(self.bn(self.up(z)))
+
+
+class PatchDiscriminator(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 64, 4)
+        self.norm = nn.InstanceNorm2d(64)
+
+    def forward(self, x):
+        return self.norm(self.conv(x)).mean()
+
+
+class AnchorGenerator(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.pool = nn.AdaptiveAvgPool2d(1)
+
+    def forward(self, x):
+        return self.pool(x)
+'''
+
+
+def test_a_whole_network_is_an_architecture_by_its_name(tmp_path):
+    """PyTorch-GAN's generators and discriminators were "normalization" or "convolution" by
+    the first layer they call; torchvision's ``AnchorGenerator`` makes anchors, no images."""
+    write_tree(tmp_path / "gans", {"nets.py": GANS})
+    index = module_index({"gans": tmp_path})
+    found = {b.qualname: (b.category, b.rule) for _, b in BlockDiscovery(index).discover()}
+    assert found == {"DCGANGenerator": ("architecture", "name:Generator"),
+                     "PatchDiscriminator": ("architecture", "name:Discriminator"),
+                     "AnchorGenerator": ("pooling", "op:nn.AdaptiveAvgPool2d")}
+
+
 def test_every_category_is_one_of_the_papers(blocks):
     assert {b.category for b in blocks.values()} <= set(CATEGORIES)
 

@@ -256,7 +256,12 @@ _ARCH_METHODS = frozenset({"forward_features", "forward_head", "reset_classifier
                            "get_classifier"})
 _ARCH_NAME = re.compile(
     r"(?:Net|NeXt|Former|ViT|Vit|Transformer|Mixer|Inception|VGG|AlexNet|DarkNet|GoogLeNet"
-    r"|SqueezeNet|Hiera|Levit|Xcit|Eva|Beit|Deit|Cait|Swin)(?:V\d+)?[\d_]*(?:Model)?$")
+    r"|SqueezeNet|Hiera|Levit|Xcit|Eva|Beit|Deit|Cait|Swin|Generator|Discriminator|AutoEncoder"
+    r"|Autoencoder|VAE|Unet)(?:V\d+)?[\d_]*(?:Model)?$")
+# generators that make no images or sounds but anchors, masks, maps: helpers, not networks
+_HELPER_GENERATOR = re.compile(
+    r"(?:Anchor|Box|Mask|Map|Patch|Activation|Sequence|Noise|Prior|Proposal|Grid|Point|Anomaly)"
+    r"Generator")
 _OP_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("attention", re.compile(r"scaled_dot_product_attention|(?:^|\.)softmax$")),
     ("pooling", re.compile(r"pool\dd$|Pool\dd$|adaptive_\w+pool|(?:^|\.)(?:avg|max)_pool")),
@@ -279,7 +284,7 @@ def categorize(entry: ModuleEntry, sym: Symbol, info: _ClassInfo) -> tuple[str, 
     for cat, rx in _NAME_RULES:
         if rx.search(name):
             return cat, f"name:{rx.search(name).group(0)}"  # type: ignore[union-attr]
-    if _ARCH_NAME.search(name):
+    if _ARCH_NAME.search(name) and not _HELPER_GENERATOR.search(name):
         return "architecture", f"name:{_ARCH_NAME.search(name).group(0)}"  # type: ignore[union-attr]
     for base, cat in info.base_categories:
         if cat:
