@@ -746,6 +746,10 @@ def _run_one(job: dict, blockrun, timeout: float, setup: list[str]) -> dict:
         import torch
 
         torch.set_num_threads(1)
+        # both sides import with the command line of a fresh ``python -c "import NAME"``:
+        # PyTorch-GAN's scripts run ``opt = parser.parse_args()`` as they load, which this
+        # script's own options would fail
+        sys.argv = ["-c"]
         # memory a constructor leaves uninitialised (blitz's ``torch.Tensor(shape)`` buffers)
         # is filled the same on both sides, NaN or the largest integer, not with whatever the
         # allocator hands out: a build and a second build from the same seed could agree by

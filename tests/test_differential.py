@@ -837,3 +837,33 @@ def test_a_call_site_naming_a_class_the_file_renames_reads_the_renamed_class(tmp
     r = compare(tmp_path, KINDS.format(kind="stype__stype"), KINDS.format(kind="stype"),
                 "Encoder", renamed={"stype__stype": "stype"}, call_sites=sites)
     assert r["verdict"] == "same", r
+
+
+SCRIPT = '''\
+import argparse
+
+from torch import nn
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--latent_dim", type=int, default=6)
+opt = parser.parse_args()
+
+
+class Generator(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(opt.latent_dim, 4)
+
+    def forward(self, z):
+        return self.fc(z)
+'''
+
+
+def test_a_script_that_parses_its_command_line_as_it_loads_is_compared(tmp_path):
+    """PyTorch-GAN's ``gan.py`` defines its models beside ``opt = parser.parse_args()``;
+    both sides import as a fresh interpreter would, with no arguments, so the defaults
+    apply (the harness's own options made upstream's import exit)."""
+    r = compare(tmp_path, SCRIPT, SCRIPT, "Generator")
+    assert r["verdict"] == "same", r
+    r = compare(tmp_path, SCRIPT.replace("self.fc(z)", "self.fc(z) * 2"), SCRIPT, "Generator")
+    assert r["verdict"] == "differs", r
