@@ -230,6 +230,14 @@ MUST = {
     # ``len`` reads, takes every class filling it
     ("identity_registry", "Small"): ["_decorators.add(Decorator)", "return type(obj) in"],
     ("identity_registry", "Counted"): ["@kind\nclass Other(nn.Module):", "len(_KINDS)"],
+    # a registry read only to refuse a name taken already (score_sde_pytorch's
+    # ``register_model``), its function called only as a decorator: the classes only it would
+    # bring stay out; a lookup by name, or a registration as a block is built, takes them all
+    ("refusing_registry", "Small"): ["if local_name in _MODELS:", '@register_model(name="small")'],
+    ("refusing_registry", "Looked"): ['@register_model(name="large")\nclass Large',
+                                      "return _MODELS[name]"],
+    ("refusing_registry", "Late"): ['@register_model(name="small")\nclass Small',
+                                    'register_model(name="late_" + str(width))(nn.Identity)'],
     # a registration in a module the block never imports, but upstream's import of the
     # block's module runs (through the package's ``__init__``: pyro's "validate_poutine")
     ("imported_registration", "Net"): [
@@ -629,6 +637,7 @@ MUST_NOT = {
     ("try_fallback", "OtherNorm"): ["FusedNorm", "nnrag_missing_kernels", "try:"],
     ("registry", "KernelNet"): ["_gelu_kernel", "def gelu", "_ACTS", "_model_entrypoints"],
     ("identity_registry", "Small"): ["class Large", "class Counted"],
+    ("refusing_registry", "Small"): ["class Large", "class Looked", "def get_model"],
     ("guarded_const", "Attention"): ["_UNRELATED", "to_3tuple"],
     ("same_name", "Net"): ["LINEAR_SCALE"],
     ("cycles", "Net"): ["odd.", "even.", "from . import"],

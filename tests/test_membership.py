@@ -7,7 +7,7 @@ import ast
 
 import pytest
 
-from nnrag_tui.engine.membership import identity_uses_only
+from nnrag_tui.engine.membership import identity_uses_only, runs_at_load_only, write_only_uses
 
 PERSISTENCE = '''
 def persistent_class(orig_class):
@@ -45,3 +45,54 @@ def test_stylegan_s_persistence_reads_its_set_by_identity_alone():
 ])
 def test_any_other_use_needs_every_filler(code):
     assert not identity_uses_only(ast.parse(code), "_decorators")
+
+
+REFUSING = '''
+def register_model(cls=None, *, name=None):
+    def _register(cls):
+        local_name = cls.__name__ if name is None else name
+        if local_name in _MODELS:
+            raise ValueError(f"Already registered model with name: {local_name}")
+        assert local_name not in _MODELS, local_name
+        if local_name in _MODELS and not force:
+            raise KeyError(local_name)
+        _MODELS[local_name] = cls
+        _MODELS.append(cls)
+        return cls
+    return _register
+'''
+
+
+def test_score_sde_s_register_model_only_stores_and_refuses():
+    assert write_only_uses(ast.parse(REFUSING), "_MODELS")
+
+
+@pytest.mark.parametrize("code", [
+    "def get_model(name):\n    return _MODELS[name]\n",  # a lookup by name
+    "def warn(name):\n    if name in _MODELS:\n        print('overwriting', name)\n",
+    "def either(name):\n    if name in _MODELS:\n        raise KeyError(name)\n"
+    "    else:\n        return 1\n",
+    "def any_(name):\n    if name in _MODELS or name == 'x':\n        raise KeyError(name)\n",
+    "def kept(cls):\n    return _MODELS.append(cls)\n",  # the call's value is read
+    "def many():\n    return len(_MODELS)\n",
+    "def drop(name):\n    del _MODELS[name]\n",
+    "def look(name):\n    return name in _MODELS\n",
+])
+def test_a_registry_read_for_what_it_holds_is_not_write_only(code):
+    assert not write_only_uses(ast.parse(code), "_MODELS")
+
+
+@pytest.mark.parametrize("code,at_load", [
+    ("@register_model(name='small')\nclass Small:\n    pass\n", True),
+    ("@register_model\ndef small():\n    pass\n", True),
+    ("def f(x=register_model(Other)):\n    pass\n", True),  # a default: evaluated at load
+    ("class Net:\n    kind = register_model(Other)\n", True),  # a class body runs at load
+    ("class Late:\n    def __init__(self):\n        register_model(name='late')(Other)\n",
+     False),
+    ("make = lambda: register_model(Other)\n", False),
+    ("def build():\n    return register_model(Other)\n", False),
+])
+def test_which_uses_run_only_while_the_module_loads(code, at_load):
+    tree = ast.parse(code).body[0]
+    assert runs_at_load_only(
+        tree, lambda n: isinstance(n, ast.Name) and n.id == "register_model") is at_load

@@ -23,7 +23,7 @@ from nnrag_tui.engine.closure import BindKey, Dependency, ExternalImport, NodeId
 from nnrag_tui.engine.config_keys import registrations, split_scope, type_keys
 from nnrag_tui.engine.import_locations import call_of, handed_lists
 from nnrag_tui.engine.imported_along import imported_along
-from nnrag_tui.engine.membership import identity_uses_only
+from nnrag_tui.engine.membership import identity_uses_only, runs_at_load_only, write_only_uses
 from nnrag_tui.engine.modsource import (
     ModuleSource,
     TopStmt,
@@ -65,6 +65,8 @@ class SideEffects:
         self.index = builder.index
         self._registry_keys: set[BindKey] = set()
         self._not_registry: set[BindKey] = set()
+        # (statement, registry name) -> whether it only stores into or refuses by it
+        self._write_only: dict[tuple[NodeId, str], bool] = {}
         # statement -> the names whose registry its calls fill through a method of their class
         self._fill_calls: dict[NodeId, frozenset[str]] = {}
         # (registry, string key) that a statement looks up, already searched for
@@ -104,7 +106,8 @@ class SideEffects:
                     continue
                 self._registry_keys.add(key)
             ust = self.b.modules[user[0]].stmts[user[1]]
-            if name in self.b.modules[user[0]].access(ust)[0]:
+            if name in self.b.modules[user[0]].access(ust)[0] \
+                    and not self._refuses_at_load_only(user, ust, name):
                 uses = self.b.modules[user[0]].uses(ust)
                 registries.setdefault(key, []).append((user, name, name in uses.load))
         if not registries:
@@ -186,6 +189,34 @@ class SideEffects:
                             "fills the registry it reads (decorator or module-level "
                             "statement)"))
         return added
+
+    def _refuses_at_load_only(self, user: NodeId, st: TopStmt, name: str) -> bool:
+        """Whether the statement ``st`` reads the registry ``name`` only to refuse a second
+        registration, and only while the modules load (engine.membership): a module-level
+        statement, or a function that every statement of the closure calls only then (as a
+        decorator, score_sde_pytorch's ``@utils.register_model(name='ncsnv2_64')``)."""
+        only = self._write_only.get((user, name))
+        if only is None:
+            only = self._write_only[(user, name)] = write_only_uses(st.node, name)
+        if not only:
+            return False
+        if st.kind != "function":
+            return st.kind != "class" and runs_at_load_only(
+                st.node, lambda n: isinstance(n, ast.Name) and n.id == name)
+        fn = ("def", user[0], st.node.name)  # type: ignore[attr-defined]
+        for (reader, used), key in self.b.refs.items():
+            if key == fn and not runs_at_load_only(
+                    self.b.modules[reader[0]].stmts[reader[1]].node,
+                    lambda n, used=used: isinstance(n, ast.Name) and n.id == used):
+                return False
+        for reader, chains in self.b.chains.items():
+            for chain, key in chains.items():
+                if key == fn and not runs_at_load_only(
+                        self.b.modules[reader[0]].stmts[reader[1]].node,
+                        lambda n, chain=chain: isinstance(n, ast.Attribute)
+                        and dotted(n) == chain):
+                    return False
+        return True
 
     def _adds_unreachable(self, st: TopStmt, filled: list[BindKey], writers: list[BindKey],
                           registries: dict[BindKey, list[tuple[NodeId, str, bool]]],
