@@ -238,6 +238,9 @@ MUST = {
                                       "return _MODELS[name]"],
     ("refusing_registry", "Late"): ['@register_model(name="small")\nclass Small',
                                     'register_model(name="late_" + str(width))(nn.Identity)'],
+    # (the function handed on under another name, which calls it as a block is built)
+    ("refusing_registry", "Aliased"): ['@register_model(name="plain")\nclass Plain',
+                                       "reg = register_model"],
     # a registration in a module the block never imports, but upstream's import of the
     # block's module runs (through the package's ``__init__``: pyro's "validate_poutine")
     ("imported_registration", "Net"): [

@@ -7,7 +7,12 @@ import ast
 
 import pytest
 
-from nnrag_tui.engine.membership import identity_uses_only, runs_at_load_only, write_only_uses
+from nnrag_tui.engine.membership import (
+    identity_uses_only,
+    only_called,
+    runs_at_load_only,
+    write_only_uses,
+)
 
 PERSISTENCE = '''
 def persistent_class(orig_class):
@@ -96,3 +101,16 @@ def test_which_uses_run_only_while_the_module_loads(code, at_load):
     tree = ast.parse(code).body[0]
     assert runs_at_load_only(
         tree, lambda n: isinstance(n, ast.Name) and n.id == "register_model") is at_load
+
+
+@pytest.mark.parametrize("code,called", [
+    ("@register_model(name='small')\nclass Small:\n    pass\n", True),
+    ("@register_model\nclass Small:\n    pass\n", True),
+    ("kind = register_model(Other)\n", True),
+    ("reg = register_model\n", False),  # handed on: its later calls go unseen
+    ("fns = [register_model]\n", False),
+])
+def test_a_function_handed_on_is_not_only_called(code, called):
+    tree = ast.parse(code).body[0]
+    assert only_called(
+        tree, lambda n: isinstance(n, ast.Name) and n.id == "register_model") is called

@@ -106,6 +106,18 @@ def runs_at_load_only(node: ast.AST, is_use: Callable[[ast.AST], bool]) -> bool:
     return True
 
 
+def only_called(node: ast.AST, is_use: Callable[[ast.AST], bool]) -> bool:
+    """Whether every expression ``is_use`` picks in ``node`` is called there or is a decorator:
+    none is handed on (``reg = register_model``), where a call later could not be seen."""
+    called = set()
+    for n in ast.walk(node):
+        if isinstance(n, ast.Call):
+            called.add(id(n.func))
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            called.update(id(d) for d in n.decorator_list)
+    return all(id(n) in called for n in ast.walk(node) if is_use(n))
+
+
 def _membership(use: ast.Name, parents: dict[ast.AST, ast.AST]) -> bool:
     """``x in NAME`` / ``x not in NAME``."""
     parent = parents.get(use)

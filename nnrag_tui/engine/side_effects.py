@@ -16,6 +16,7 @@ again until none adds a statement.
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from nnrag_tui.engine.bindings import ModuleEntry
@@ -23,7 +24,12 @@ from nnrag_tui.engine.closure import BindKey, Dependency, ExternalImport, NodeId
 from nnrag_tui.engine.config_keys import registrations, split_scope, type_keys
 from nnrag_tui.engine.import_locations import call_of, handed_lists
 from nnrag_tui.engine.imported_along import imported_along
-from nnrag_tui.engine.membership import identity_uses_only, runs_at_load_only, write_only_uses
+from nnrag_tui.engine.membership import (
+    identity_uses_only,
+    only_called,
+    runs_at_load_only,
+    write_only_uses,
+)
 from nnrag_tui.engine.modsource import (
     ModuleSource,
     TopStmt,
@@ -204,18 +210,17 @@ class SideEffects:
             return st.kind != "class" and runs_at_load_only(
                 st.node, lambda n: isinstance(n, ast.Name) and n.id == name)
         fn = ("def", user[0], st.node.name)  # type: ignore[attr-defined]
-        for (reader, used), key in self.b.refs.items():
-            if key == fn and not runs_at_load_only(
-                    self.b.modules[reader[0]].stmts[reader[1]].node,
-                    lambda n, used=used: isinstance(n, ast.Name) and n.id == used):
+        sites: list[tuple[NodeId, Callable[[ast.AST], bool]]] = [
+            (reader, lambda n, used=used: isinstance(n, ast.Name) and n.id == used)
+            for (reader, used), key in self.b.refs.items() if key == fn]
+        sites += [(reader, lambda n, chain=chain: isinstance(n, ast.Attribute)
+                   and dotted(n) == chain)
+                  for reader, chains in self.b.chains.items()
+                  for chain, key in chains.items() if key == fn]
+        for reader, is_use in sites:
+            node = self.b.modules[reader[0]].stmts[reader[1]].node
+            if not (runs_at_load_only(node, is_use) and only_called(node, is_use)):
                 return False
-        for reader, chains in self.b.chains.items():
-            for chain, key in chains.items():
-                if key == fn and not runs_at_load_only(
-                        self.b.modules[reader[0]].stmts[reader[1]].node,
-                        lambda n, chain=chain: isinstance(n, ast.Attribute)
-                        and dotted(n) == chain):
-                    return False
         return True
 
     def _adds_unreachable(self, st: TopStmt, filled: list[BindKey], writers: list[BindKey],
