@@ -120,6 +120,26 @@ class _StubModule(types.ModuleType):
         return _placeholder(f"{self.__name__}.{name}")
 
 
+class _OwnRoot(importlib.abc.MetaPathFinder):
+    """The measured repository's own top-level modules and folders come from its root alone,
+    as they do where upstream runs from it. Python takes a regular package from anywhere on
+    ``sys.path`` over a folder without ``__init__.py`` before it: ddim's and KAIR's ``models/``
+    lost to another configured repository's ``models`` package, and their blocks were not
+    comparable."""
+
+    def __init__(self, root: str) -> None:
+        self.root = root
+        here = Path(root)
+        self.names = {p.stem if p.suffix == ".py" else p.name for p in here.iterdir()
+                      if p.is_dir() or p.suffix == ".py"} if here.is_dir() else set()
+        self.names -= {"torch", *sys.stdlib_module_names}  # (what the harness runs on)
+
+    def find_spec(self, name, path=None, target=None):
+        if path is None and name in self.names:
+            return importlib.machinery.PathFinder.find_spec(name, [self.root])
+        return None
+
+
 class _StubFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     def __init__(self, packages, installed=()):
         self.packages = set(packages) | set(installed)
@@ -800,7 +820,8 @@ def _import_alone(path: str, setup: list[str], timeout: float) -> str | None:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--path", action="append", default=[], help="a source root for sys.path")
+    ap.add_argument("--path", action="append", default=[],
+                    help="a source root for sys.path; the first is the measured repository's")
     ap.add_argument("--stub", action="append", default=[], help="a package to stand in for")
     ap.add_argument("--stub-installed", action="append", default=[],
                     help="a package to stand in for that reports itself installed "
@@ -833,6 +854,8 @@ def main() -> None:
         sys.modules[name] = types.ModuleType(name)
     for p in reversed(args.path):
         sys.path.insert(0, p)
+    if args.path:  # (the first is the measured repository's root)
+        sys.meta_path.insert(0, _OwnRoot(args.path[0]))
     sys.path.append(str(ROOT))
     import torch  # noqa: F401  (once, before forking)
 

@@ -867,3 +867,24 @@ def test_a_script_that_parses_its_command_line_as_it_loads_is_compared(tmp_path)
     assert r["verdict"] == "same", r
     r = compare(tmp_path, SCRIPT.replace("self.fc(z)", "self.fc(z) * 2"), SCRIPT, "Generator")
     assert r["verdict"] == "differs", r
+
+
+def test_the_measured_repository_s_folder_is_not_shadowed_by_another_s_package(tmp_path):
+    """ddim's ``models/`` has no ``__init__.py``; another configured repository's regular
+    ``models`` package, anywhere on ``sys.path``, would win over it: the block was not
+    comparable. The measured repository's own top-level names come from its root alone."""
+    own = tmp_path / "own" / "models"
+    own.mkdir(parents=True)
+    (own / "blocks.py").write_text(SCRIPT.replace("opt.latent_dim", "6"))
+    other = tmp_path / "other" / "models"
+    other.mkdir(parents=True)
+    (other / "__init__.py").write_text("")
+    gen = tmp_path / "Generator.py"
+    gen.write_text(SCRIPT.replace("opt.latent_dim", "6"))
+    proc = subprocess.run(
+        [sys.executable, "-I", str(ROOT / "bench" / "differential.py"),
+         "--path", str(tmp_path / "own"), "--path", str(tmp_path / "other")],
+        input=json.dumps({"key": "models.blocks:Generator", "file": str(gen)}) + "\n",
+        capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert json.loads(proc.stdout)["verdict"] == "same", proc.stdout
