@@ -60,25 +60,6 @@ def default_stubs() -> tuple[str, ...]:
                  if p in ALWAYS_STUBBED or importlib.util.find_spec(p) is None)
 
 
-def own_names(root: Path, keys: list[str]) -> set[str]:
-    """The top-level names the measured repository has itself, which no stand-in may take: its
-    blocks' packages, and every module and package in the folders of it that no package
-    encloses, where its scripts run (MobileSAM's ``MobileSAMv2/`` holds a changed copy of
-    ultralytics, which its modules import as ``ultralytics``: with the default stand-in for
-    it, upstream imported where the generated file, which inlines that copy, did not)."""
-    names = {key.split(".")[0] for key in keys}
-    stack = [root] if root.is_dir() else []
-    while stack:
-        for p in stack.pop().iterdir():
-            if p.is_dir() and not p.name.startswith("."):
-                names.add(p.name)
-                if not (p / "__init__.py").exists():
-                    stack.append(p)
-            elif p.suffix == ".py":
-                names.add(p.stem)
-    return names
-
-
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--config", required=True, help="a corpus configuration (JSON)")
@@ -122,7 +103,7 @@ def main() -> None:
             ] + list(map(Path, args.path))
             # the packages measured are the real ones, never stand-ins (ultralytics is one
             # by default, for the repositories that import it)
-            own = own_names(Path(roots[repo]["root"]), keys)
+            own = {key.split(".")[0] for key in keys}
             stubs = tuple(p for p in default_stubs() + tuple(args.stub) if p not in own)
             results = differential(jobs, path, args.timeout, stubs)
             r["faithful"] = summary(results, failed) | {

@@ -798,6 +798,14 @@ def _run_one(job: dict, blockrun, timeout: float, setup: list[str]) -> dict:
             return {"verdict": "not_comparable", "reason": (
                 "the generated file imports alone, not beside upstream's modules: "
                 f"{msg['reason']}")[:400]}
+        missing = re.match(r"ModuleNotFoundError: No module named '([\w.]+)'", alone)
+        if missing and importlib.util.find_spec(missing.group(1).split(".")[0]) is None:
+            # a package missing here, which upstream's module needs as well where it imports
+            # its own modules rather than stand-ins (MobileSAM's copy of ultralytics, stood in
+            # for, imports pkg_resources): the same gap that makes an upstream class not
+            # comparable, never a difference
+            return {"verdict": "not_comparable", "reason": (
+                f"the generated file needs a package missing here: {alone}")[:400]}
         return {"verdict": "differs",
                 "reason": f"upstream's module imports, the generated file raises {alone}"[:400]}
     return msg

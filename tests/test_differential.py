@@ -888,3 +888,29 @@ def test_the_measured_repository_s_folder_is_not_shadowed_by_another_s_package(t
         capture_output=True, text=True, timeout=300, check=False)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert json.loads(proc.stdout)["verdict"] == "same", proc.stdout
+
+
+VENDORED = '''\
+import fakevendored
+from torch import nn
+
+
+class Head(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.fc(x)
+'''
+
+
+def test_a_generated_file_needing_a_package_missing_here_is_not_a_difference(tmp_path):
+    """MobileSAM's ``MobileSAMv2/`` holds a changed copy of ultralytics; upstream's modules
+    imported a stand-in for it, the generated files inline the copy, which imports
+    ``pkg_resources``, missing here. Upstream with its own modules needs it too: not
+    comparable, as an upstream class needing a missing package is, never "differs"."""
+    needs = VENDORED.replace("import fakevendored\n", "import not_installed_anywhere_xyz\n")
+    r = compare(tmp_path, needs, VENDORED, "Head", stubs=("fakevendored",))
+    assert r["verdict"] == "not_comparable", r
+    assert "not_installed_anywhere_xyz" in r["reason"], r
