@@ -121,23 +121,30 @@ class _StubModule(types.ModuleType):
 
 
 class _OwnRoot(importlib.abc.MetaPathFinder):
-    """The measured repository's own top-level modules and folders come from its root alone,
-    as they do where upstream runs from it. Python takes a regular package from anywhere on
-    ``sys.path`` over a folder without ``__init__.py`` before it: ddim's and KAIR's ``models/``
-    lost to another configured repository's ``models`` package, and their blocks were not
-    comparable."""
+    """The measured repository's own top-level modules and folders come from its root, not
+    from another configured repository, as they do where upstream runs from it alone. Python
+    takes a regular package from anywhere on ``sys.path`` over a folder without
+    ``__init__.py`` before it: ddim's and KAIR's ``models/`` lost to another configured
+    repository's ``models`` package, and their blocks were not comparable. A package
+    installed here still wins over such a folder, as it would upstream."""
 
-    def __init__(self, root: str) -> None:
-        self.root = root
+    def __init__(self, root: str, roots: list[str]) -> None:
+        self.root, self.roots = root, set(roots)
         here = Path(root)
         self.names = {p.stem if p.suffix == ".py" else p.name for p in here.iterdir()
                       if p.is_dir() or p.suffix == ".py"} if here.is_dir() else set()
         self.names -= {"torch", *sys.stdlib_module_names}  # (what the harness runs on)
 
     def find_spec(self, name, path=None, target=None):
-        if path is None and name in self.names:
-            return importlib.machinery.PathFinder.find_spec(name, [self.root])
-        return None
+        if path is not None or name not in self.names:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(name, [self.root])
+        if spec is not None and spec.origin is None:  # a folder without __init__.py
+            installed = importlib.machinery.PathFinder.find_spec(
+                name, [p for p in sys.path if p not in self.roots])
+            if installed is not None and installed.origin is not None:
+                return None
+        return spec
 
 
 class _StubFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
@@ -863,7 +870,7 @@ def main() -> None:
     for p in reversed(args.path):
         sys.path.insert(0, p)
     if args.path:  # (the first is the measured repository's root)
-        sys.meta_path.insert(0, _OwnRoot(args.path[0]))
+        sys.meta_path.insert(0, _OwnRoot(args.path[0], args.path))
     sys.path.append(str(ROOT))
     import torch  # noqa: F401  (once, before forking)
 

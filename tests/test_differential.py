@@ -914,3 +914,22 @@ def test_a_generated_file_needing_a_package_missing_here_is_not_a_difference(tmp
     r = compare(tmp_path, needs, VENDORED, "Head", stubs=("fakevendored",))
     assert r["verdict"] == "not_comparable", r
     assert "not_installed_anywhere_xyz" in r["reason"], r
+
+
+def test_a_package_installed_here_still_wins_over_a_folder_of_the_same_name(tmp_path):
+    """Where upstream runs, an installed regular package is taken over a folder without
+    ``__init__.py`` of the measured repository (pyflakes, installed with the tests, stands for
+    HF's ``datasets`` beside a repository's ``datasets/``): the harness does the same."""
+    own = tmp_path / "own" / "pyflakes"
+    own.mkdir(parents=True)
+    (own / "blocks.py").write_text(SCRIPT.replace("opt.latent_dim", "6"))
+    gen = tmp_path / "Generator.py"
+    gen.write_text(SCRIPT.replace("opt.latent_dim", "6"))
+    proc = subprocess.run(
+        [sys.executable, "-I", str(ROOT / "bench" / "differential.py"),
+         "--path", str(tmp_path / "own")],
+        input=json.dumps({"key": "pyflakes.blocks:Generator", "file": str(gen)}) + "\n",
+        capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    r = json.loads(proc.stdout)
+    assert r["verdict"] == "not_comparable" and "pyflakes.blocks" in r["reason"], r
