@@ -168,6 +168,79 @@ def test_a_whole_network_is_an_architecture_by_its_name(tmp_path):
                      "AnchorGenerator": ("pooling", "op:nn.AdaptiveAvgPool2d")}
 
 
+FRAMEWORK_SUBCLASSES = """\
+import pytorch_lightning as pl
+from lightning.pytorch import LightningModule
+from mmengine.model import BaseModule
+from transformers import PreTrainedModel
+from transformers.models.bert.modeling_bert import BertPreTrainedModel
+from transformers import TFPreTrainedModel
+from somewhere import Unknown
+
+
+class Enformer(PreTrainedModel):
+    def forward(self, x):
+        return x
+
+
+class BertHead(BertPreTrainedModel):
+    def forward(self, x):
+        return x
+
+
+class Classifier(pl.LightningModule):
+    def forward(self, x):
+        return x
+
+
+class OnlySteps(LightningModule):
+    def training_step(self, batch, i):
+        return batch
+
+
+class Backbone(BaseModule):
+    def forward(self, x):
+        return x
+
+
+class KerasHead(TFPreTrainedModel):
+    def forward(self, x):
+        return x
+
+
+class Elsewhere(Unknown):
+    def forward(self, x):
+        return x
+
+
+class Method(pl.LightningModule):
+    def training_step(self, batch, i):
+        return batch
+
+
+class SimCLR(Method):
+    def forward(self, x):
+        return x
+"""
+
+
+def test_a_subclass_of_a_frameworks_module_class_is_a_block(tmp_path):
+    """enformer-pytorch's own model is ``Enformer(PreTrainedModel)``, with transformers not a
+    source; a LightningModule or an OpenMMLab BaseModule with a forward of its own is a block
+    too. One without a forward, a TensorFlow twin and an unknown base are not."""
+    write_tree(tmp_path / "fw", {"models.py": FRAMEWORK_SUBCLASSES})
+    index = module_index({"fw": tmp_path})
+    found = {b.qualname: (b.bases, b.category) for _, b in BlockDiscovery(index).discover()}
+    assert found == {  # a whole model by its base; an OpenMMLab module may be any layer
+        "Enformer": (("transformers.PreTrainedModel",), "architecture"),
+        "BertHead": (("transformers.models.bert.modeling_bert.BertPreTrainedModel",),
+                     "architecture"),
+        "Classifier": (("pytorch_lightning.LightningModule",), "architecture"),
+        "Backbone": (("mmengine.model.BaseModule",), "utility"),
+        "SimCLR": (("fw.models.Method",), "architecture"),  # (solo-learn's methods)
+    }
+
+
 def test_every_category_is_one_of_the_papers(blocks):
     assert {b.category for b in blocks.values()} <= set(CATEGORIES)
 

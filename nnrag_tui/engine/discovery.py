@@ -48,6 +48,37 @@ NOT_MODULES = frozenset({"Parameter", "UninitializedParameter", "UninitializedBu
 ABC_BASES = frozenset({"abc.ABC", "typing.Protocol", "typing_extensions.Protocol"})
 WITHOUT_FORWARD = frozenset({"Module", "ModuleList", "ModuleDict", "Container", "ScriptModule",
                              "LazyModuleMixin"})
+# nn.Module subclasses of frameworks, made to be subclassed, as they are named where a
+# repository imports them without the framework being a source: a research repository's own
+# model is often one (enformer-pytorch's ``Enformer(PreTrainedModel)``, a ``LightningModule``,
+# an OpenMMLab ``BaseModule``). None of them has a forward that does a subclass's work, so only
+# a subclass with a forward of its own is a block. Where the framework's tree is on disk (a
+# source indexed by some of its paths, engine.unindexed), its own class is read instead.
+FRAMEWORK_MODULES = frozenset({
+    "transformers.PreTrainedModel",
+    "transformers.modeling_utils.PreTrainedModel",
+    "pytorch_lightning.LightningModule",
+    "pytorch_lightning.core.LightningModule",
+    "pytorch_lightning.core.module.LightningModule",
+    "pytorch_lightning.core.lightning.LightningModule",
+    "lightning.LightningModule",
+    "lightning.pytorch.LightningModule",
+    "lightning.pytorch.core.LightningModule",
+    "lightning.pytorch.core.module.LightningModule",
+    "diffusers.ModelMixin",
+    "diffusers.models.ModelMixin",
+    "diffusers.models.modeling_utils.ModelMixin",
+    "mmengine.model.BaseModule",
+    "mmengine.model.base_module.BaseModule",
+    "mmengine.model.BaseModel",
+    "mmengine.model.base_model.BaseModel",
+    "mmengine.model.base_model.base_model.BaseModel",
+    "mmcv.runner.BaseModule",
+    "mmcv.runner.base_module.BaseModule",
+    "torch_geometric.nn.MessagePassing",
+    "torch_geometric.nn.conv.MessagePassing",
+    "torch_geometric.nn.conv.message_passing.MessagePassing",
+})
 
 
 @dataclass(frozen=True)
@@ -58,6 +89,8 @@ class _ClassInfo:
     abc: bool  # ABCMeta is its metaclass: only then does @abstractmethod stop instantiation
     bases: tuple[str, ...]
     base_categories: tuple[tuple[str, str], ...]  # (qualified base, its category)
+    # the framework class of a whole model (``_WHOLE_MODEL_BASES``) it derives from, if any
+    model_base: str | None = None
 
 
 def external_is_module(name: str) -> bool:
@@ -77,6 +110,17 @@ def external_is_module(name: str) -> bool:
 
 def external_has_forward(name: str) -> bool:
     return name.rsplit(".", 1)[-1] not in WITHOUT_FORWARD
+
+
+def framework_module(name: str) -> bool:
+    """Whether an external dotted name is a framework's module class made to be subclassed
+    (``FRAMEWORK_MODULES``, and the ``XPreTrainedModel`` classes of transformers' models but
+    for their TensorFlow and Flax twins), which has no forward of its own."""
+    if name in FRAMEWORK_MODULES:
+        return True
+    last = name.rsplit(".", 1)[-1]
+    return name.startswith("transformers.") and last.endswith("PreTrainedModel") \
+        and not last.startswith(("TF", "Flax"))
 
 
 class BlockDiscovery:
@@ -149,6 +193,7 @@ class BlockDiscovery:
                      for k in sym.keywords)
         bases: list[str] = []
         base_cats: list[tuple[str, str]] = []
+        model_base: str | None = None
         for expr, t in self.base_targets(entry, sym):
             found = self.index.class_symbol(t)
             if (found is None and t.kind == "external" and self.unindexed is not None
@@ -164,6 +209,7 @@ class BlockDiscovery:
                     has_forward |= b.has_forward
                 inherited_abstract |= b.abstract
                 is_abc |= b.abc
+                model_base = model_base or b.model_base
                 if b.is_module and b.has_forward:
                     base_cats.append((bq, _name_category(b_sym.name) or ""))
             elif t.kind == "external":
@@ -174,13 +220,17 @@ class BlockDiscovery:
                     if "forward" not in own and external_has_forward(t.name):
                         has_forward = True
                     base_cats.append((t.name, _name_category(t.name.rsplit(".", 1)[-1]) or ""))
+                elif framework_module(t.name):
+                    is_module = True  # (its forward, if any, is the subclass's own)
+                    if t.name.endswith(_WHOLE_MODEL_BASES):
+                        model_base = model_base or t.name
             else:
                 bases.append(t.qualified if t.kind == "def" else expr)
         if "forward" in own and sym.forward_raises:
             abstract.add("forward")
         abstract |= inherited_abstract - (own - set(sym.abstract_methods))
         info = _ClassInfo(is_module, has_forward, frozenset(abstract), is_abc, tuple(bases),
-                          tuple(base_cats))
+                          tuple(base_cats), model_base)
         self._info[key] = info
         return info
 
@@ -277,6 +327,10 @@ def _name_category(name: str) -> str | None:
     return None
 
 
+# framework classes (FRAMEWORK_MODULES) whose subclasses are whole models, not layers
+_WHOLE_MODEL_BASES = ("PreTrainedModel", "LightningModule", "ModelMixin", ".BaseModel")
+
+
 def categorize(entry: ModuleEntry, sym: Symbol, info: _ClassInfo) -> tuple[str, str]:
     name = sym.name
     if _ARCH_METHODS & set(sym.methods):
@@ -286,6 +340,8 @@ def categorize(entry: ModuleEntry, sym: Symbol, info: _ClassInfo) -> tuple[str, 
             return cat, f"name:{rx.search(name).group(0)}"  # type: ignore[union-attr]
     if _ARCH_NAME.search(name) and not _HELPER_GENERATOR.search(name):
         return "architecture", f"name:{_ARCH_NAME.search(name).group(0)}"  # type: ignore[union-attr]
+    if info.model_base:  # (solo-learn's methods, through its BaseMethod(LightningModule))
+        return "architecture", f"base:{info.model_base}"
     for base, cat in info.base_categories:
         if cat:
             return cat, f"base:{base}"
