@@ -23,7 +23,8 @@ compiled operators are absent, so a block that calls them is not comparable).
 Usage: python -I bench/differential.py --path SRC [--stub PKG] [--stub-installed PKG]
                                       [--blank MODULE] < jobs.jsonl
 A job: {"key": "pkg.mod:Name", "file": "/x/Name.py", "call_sites": [...], "renamed": {...},
-"relocated": {folder of files beside the file: upstream folder they come from}}; prints one JSON line
+"relocated": {folder of files beside the file: upstream folder they come from}, "beside":
+[folders above the module that no package encloses, innermost first]}; prints one JSON line
 per job: {"key", "verdict", "reason" or what was checked}. Verdicts: same, differs,
 not_comparable, timeout.
 
@@ -38,6 +39,7 @@ file differs from upstream (audiotools' module object without a spec raised Type
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import dataclasses
 import functools
@@ -833,6 +835,41 @@ def _import_alone(path: str, setup: list[str], timeout: float) -> str | None:
     return json.loads(lines[-1]).get("error")
 
 
+@contextlib.contextmanager
+def _beside_scripts(folders: list[str], at: int, keep: frozenset[str]):
+    """``folders`` (above the block's module, no package enclosing them: the folders its
+    repository's scripts run from) on ``sys.path`` after the measured repository's root, as
+    the engine looks there for what the module imports (``ModuleIndex.script_folder_module``)
+    and Python finds it as a script runs: FasterViT's ``downstream/object_detection/dino/``
+    keeps the ``util`` its models import, which another configured repository's ``util``
+    hid. Afterwards the path is as it was, and no module found through those folders stays
+    for the next block, which may run from other folders. ``keep``: the top-level modules the
+    harness itself runs on (torch), never taken out of ``sys.modules``."""
+    if not folders:
+        yield
+        return
+    saved = list(sys.path)
+    sys.path[at:at] = folders
+    # a module of such a name that an earlier block found elsewhere (motrv2's ``util``, taken
+    # from another repository's root for a block whose folders have none) is found again
+    names = {p.stem if p.suffix == ".py" else p.name for f in folders if os.path.isdir(f)
+             for p in Path(f).iterdir() if p.suffix == ".py" or p.is_dir()}
+    for name in [m for m in sys.modules if m.split(".")[0] in names - keep]:
+        del sys.modules[name]
+    before = set(sys.modules)
+    try:
+        yield
+    finally:
+        sys.path[:] = saved
+        for name in set(sys.modules) - before:
+            where = getattr(sys.modules.get(name), "__file__", None) or ""
+            # found through a folder: named from it (``util.misc``), not from a root
+            if any(where.startswith(os.path.join(f, name.split(".")[0], ""))
+                   or where == os.path.join(f, name.split(".")[0] + ".py") for f in folders):
+                del sys.modules[name]
+        importlib.invalidate_caches()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--path", action="append", default=[],
@@ -885,16 +922,18 @@ def main() -> None:
 
     from nnrag_tui.engine import blockrun
 
+    harness = frozenset(m.split(".")[0] for m in sys.modules)
     for line in jobs:
         if not line.strip():
             continue
         job = json.loads(line)
         t = time.perf_counter()
-        try:  # imported once here, not in every child
-            importlib.import_module(job["key"].partition(":")[0])
-        except BaseException:  # noqa: BLE001  (the child reports it)
-            pass
-        res = _run_one(job, blockrun, args.timeout, setup)
+        with _beside_scripts(job.get("beside", []), 1 if args.path else 0, harness):
+            try:  # imported once here, not in every child
+                importlib.import_module(job["key"].partition(":")[0])
+            except BaseException:  # noqa: BLE001  (the child reports it)
+                pass
+            res = _run_one(job, blockrun, args.timeout, setup)
         res["key"] = job["key"]
         res["s"] = round(time.perf_counter() - t, 3)
         print(json.dumps(res), file=results, flush=True)

@@ -52,6 +52,7 @@ def jobs_for(ex: BlockExtractor, names: list[str], outdir: Path,
     """The comparisons of ``names`` (of the repository ``repo`` alone, where given)."""
     jobs, failed = [], {}
     written = OutputNames()  # 207 timm blocks share a name: one file each
+    roots = ex.store.source_roots()
     for name in names:
         res = ex.extract_single_block(name, outdir, written, repo=repo)
         if not res.ok:
@@ -61,8 +62,24 @@ def jobs_for(ex: BlockExtractor, names: list[str], outdir: Path,
                      "call_sites": ex.call_sites(res),
                      "renamed": renamed_definitions(res.generated.rewrites),
                      "relocated": relocated_folders(res.generated.module_files,
-                                                    Path(res.paths[0]).parent)})
+                                                    Path(res.paths[0]).parent),
+                     "beside": run_folders(ex, res.block, roots)})
     return jobs, failed
+
+
+def run_folders(ex: BlockExtractor, block, roots: dict) -> list[str]:
+    """The folders above the block's module that no package encloses, innermost first, as
+    paths (``ModuleIndex.run_folders``): the folders its repository's scripts run from, where
+    the engine looks for what the module imports that its repository has by no other name."""
+    index = ex.resolver().index
+    entry = index.entries.get((block.source, block.module))
+    root = roots.get(block.source, {}).get("root")
+    if entry is None or not root:
+        return []
+    rel = Path(entry.facts.relpath)
+    depth = len(block.module.split(".")) + (rel.name == "__init__.py")
+    base = Path(root, *rel.parts[:len(rel.parts) - depth])
+    return [str(base.joinpath(*folder.split("."))) for folder in index.run_folders(entry)]
 
 
 def relocated_folders(module_files, here: Path) -> dict[str, str]:

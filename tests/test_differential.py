@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import write_tree
 
 pytest.importorskip("torch")
 
@@ -933,3 +934,56 @@ def test_a_package_installed_here_still_wins_over_a_folder_of_the_same_name(tmp_
     assert proc.returncode == 0, proc.stderr[-2000:]
     r = json.loads(proc.stdout)
     assert r["verdict"] == "not_comparable" and "pyflakes.blocks" in r["reason"], r
+
+
+def run_folder_net(width: int) -> str:
+    return f'''\
+from torch import nn
+
+from util import WIDTH
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(WIDTH, {width})
+
+    def forward(self, x):
+        return self.fc(x[..., :WIDTH])
+'''
+
+
+def test_a_module_importing_beside_the_folder_its_scripts_run_from_is_compared(tmp_path):
+    """FasterViT's ``downstream/object_detection/dino/models`` import ``util``, kept in that
+    folder, where its scripts run; another configured repository's ``util`` came first on
+    the path and 33 blocks were not comparable. A job's folders (``beside``) now go after the
+    measured root, and what was found through them is gone for the next job, whose folder has
+    a ``util`` of its own. One that an earlier block took from another root (motrv2's, after
+    a block whose folders have none) is no hindrance."""
+    write_tree(tmp_path / "own", {
+        "pkg/__init__.py": "",
+        "pkg/net.py": run_folder_net(6),
+        "downstream/dino/util.py": "WIDTH = 3\n",
+        "downstream/dino/models/__init__.py": "",
+        "downstream/dino/models/net.py": run_folder_net(2),
+        "tools/other/util.py": "WIDTH = 5\n",
+        "tools/other/models/__init__.py": "",
+        "tools/other/models/net.py": run_folder_net(4),
+    })
+    write_tree(tmp_path / "another", {"util.py": "WIDTH = 7\n"})
+    gen = tmp_path / "pkg_Net.py"
+    gen.write_text(run_folder_net(6).replace("from util import WIDTH", "WIDTH = 7"))
+    jobs = [{"key": "pkg.net:Net", "file": str(gen), "beside": []}]
+    for folder, width, out in (("downstream/dino", 3, 2), ("tools/other", 5, 4)):
+        gen = tmp_path / f"{folder.replace('/', '_')}_Net.py"
+        gen.write_text(run_folder_net(out).replace("from util import WIDTH", f"WIDTH = {width}"))
+        jobs.append({"key": f"{folder.replace('/', '.')}.models.net:Net", "file": str(gen),
+                     "beside": [str(tmp_path / "own" / folder),
+                                str(tmp_path / "own" / folder.split("/")[0])]})
+    cmd = [sys.executable, "-I", str(ROOT / "bench" / "differential.py"),
+           "--path", str(tmp_path / "own"), "--path", str(tmp_path / "another")]
+    proc = subprocess.run(cmd, input="".join(json.dumps(j) + "\n" for j in jobs),
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    verdicts = [json.loads(line)["verdict"] for line in proc.stdout.splitlines()]
+    assert verdicts == ["same", "same", "same"], proc.stdout

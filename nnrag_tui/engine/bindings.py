@@ -108,7 +108,7 @@ class ModuleIndex:
         self._ext_star: dict[tuple[str, str], tuple[str, str] | None] = {}
         self._memo: dict[tuple, Target] = {}  # (module key, name[, line it has run to])
         self._importing: dict[tuple[tuple[str, str], tuple[str, str]], int | None] = {}
-        self._folders: dict[tuple[str, str], list[str]] = {}  # (_script_folders)
+        self._folders: dict[tuple[str, str], list[str]] = {}  # (run_folders)
 
     # -- modules ---------------------------------------------------------------------------
     @functools.cached_property
@@ -212,7 +212,7 @@ class ModuleIndex:
         ``src/ops/fftconv.py`` runs ``import fftconv``, its compiled extension."""
         if module.split(".")[0] in NEVER_BESIDE:
             return None
-        for folder in self._script_folders(importer):
+        for folder in self.run_folders(importer):
             for e in self.by_module.get(f"{folder}.{module}", ()):
                 if e.source == importer.source and e is not importer:
                     return e
@@ -235,7 +235,7 @@ class ModuleIndex:
         return Target(t.kind, t.name, t.entry, t.attr, "heuristic", min(t.confidence, 0.8),
                       t.note)
 
-    def _script_folders(self, importer: ModuleEntry) -> list[str]:
+    def run_folders(self, importer: ModuleEntry) -> list[str]:
         """The folders above ``importer`` (dotted module prefixes, innermost first) that no
         package of its source encloses; the source's root is not one (``find_module``)."""
         hit = self._folders.get(importer.key)
