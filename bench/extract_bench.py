@@ -12,6 +12,7 @@ Usage: python bench/extract_bench.py [--corpora DIR] [--out bench/results/extrac
 from __future__ import annotations
 
 import argparse
+import ast
 import importlib.util
 import json
 import statistics
@@ -84,6 +85,14 @@ def undefined_names(code: str, filename: str) -> list[str]:
     return rep.msgs
 
 
+def has_star_import(code: str) -> bool:
+    """Whether the file has a ``from X import *`` statement; a comment of its header naming
+    one upstream has (``# note: ... assumed from `from fastcore.foundation import *```) is
+    none (icevision's 9 files counted so)."""
+    return any(isinstance(n, ast.ImportFrom) and any(a.name == "*" for a in n.names)
+               for n in ast.walk(ast.parse(code)))
+
+
 def pct(xs, q):
     xs = sorted(xs)
     return xs[min(len(xs) - 1, int(round(q * (len(xs) - 1))))] if xs else 0.0
@@ -122,7 +131,7 @@ def run(names: list[str], ex: BlockExtractor, outdir: Path, repo: str | None = N
             reported = {n for n, _ in r.generated.unresolved}
             if any((m.rsplit("'", 2) + [""])[1] not in reported for m in msgs):
                 unreported[r.requested] = msgs
-        stars += "import *" in r.generated.code
+        stars += has_star_import(r.generated.code)
         total_defs += len(r.generated.definitions)
         rewritten_defs += sum(1 for d in r.generated.definitions if d.rewrites)
     files = [r.paths[0] for r in ok]
