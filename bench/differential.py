@@ -122,6 +122,13 @@ class _StubModule(types.ModuleType):
         return _placeholder(f"{self.__name__}.{name}")
 
 
+def _top_level_names(folder: str) -> set[str]:
+    """The names a folder on ``sys.path`` gives to ``import``: its modules and folders."""
+    here = Path(folder)
+    return {p.stem if p.suffix == ".py" else p.name for p in here.iterdir()
+            if p.is_dir() or p.suffix == ".py"} if here.is_dir() else set()
+
+
 class _OwnRoot(importlib.abc.MetaPathFinder):
     """The measured repository's own top-level modules and folders come from its root, not
     from another configured repository, as they do where upstream runs from it alone. Python
@@ -132,10 +139,8 @@ class _OwnRoot(importlib.abc.MetaPathFinder):
 
     def __init__(self, root: str, roots: list[str]) -> None:
         self.root, self.roots = root, set(roots)
-        here = Path(root)
-        self.names = {p.stem if p.suffix == ".py" else p.name for p in here.iterdir()
-                      if p.is_dir() or p.suffix == ".py"} if here.is_dir() else set()
-        self.names -= {"torch", *sys.stdlib_module_names}  # (what the harness runs on)
+        # (less what the harness runs on)
+        self.names = _top_level_names(root) - {"torch", *sys.stdlib_module_names}
 
     def find_spec(self, name, path=None, target=None):
         if path is not None or name not in self.names:
@@ -852,9 +857,8 @@ def _beside_scripts(folders: list[str], at: int, keep: frozenset[str]):
     sys.path[at:at] = folders
     # a module of such a name that an earlier block found elsewhere (motrv2's ``util``, taken
     # from another repository's root for a block whose folders have none) is found again
-    names = {p.stem if p.suffix == ".py" else p.name for f in folders if os.path.isdir(f)
-             for p in Path(f).iterdir() if p.suffix == ".py" or p.is_dir()}
-    for name in [m for m in sys.modules if m.split(".")[0] in names - keep]:
+    names = set().union(*map(_top_level_names, folders)) - keep
+    for name in [m for m in sys.modules if m.split(".")[0] in names]:
         del sys.modules[name]
     before = set(sys.modules)
     try:
