@@ -327,6 +327,13 @@ def norm(x: "Float[torch.Tensor, '*leading_dims']") -> "Union[Float[torch.Tensor
     return x.norm() if isinstance(x, Float[torch.Tensor, "*batch"]) else x
 
 
+WIDTH = 8
+
+
+def widen(x: Float[torch.Tensor, f"n {WIDTH}"]) -> "Float[torch.Tensor, f'rows {WIDTH}']":
+    return x
+
+
 class Masks(torch.nn.Module):
     def __init__(self, n=3):
         super().__init__()
@@ -352,7 +359,8 @@ def test_pyflakes_false_alarms_do_not_fail_the_static_stage(incremental):
     import annotations`` makes it), and toto's jaxtyping shapes (``Float[Tensor, "batch
     #variate"]``, where pyflakes reads ``batch``), also in transformer_lens' annotations
     written as strings (``-> "Float[torch.Tensor, '*leading_dims']"``, where pyflakes reads
-    ``leading_dims``, as ``*batch`` reads ``batch``): none is an undefined name, and the static
+    ``leading_dims``, as ``*batch`` reads ``batch``), and alphafold3-pytorch's f-string shapes
+    (``Int[f"n {FEATS}"]``, where pyflakes reads ``n``): none is an undefined name, and the static
     stage says so, as flake8 would. tsai reads such loop-carried locals without a noqa (``n_in``
     in XceptionTime): a name its function binds is no module-level name the file lacks, so that
     passes too. A name nothing binds is reported, noqa for another code or not."""

@@ -811,7 +811,8 @@ def annotation_strings(ann: ast.expr):
         shapes = shape_strings(n)
         if shapes:
             elts = n.slice.elts if isinstance(n.slice, ast.Tuple) else [n.slice]
-            stack += [n.value, *(e for e in elts if e not in shapes)]
+            stack += [n.value, *(e for e in elts if e not in shapes
+                                 and not isinstance(e, ast.JoinedStr))]
             continue
         if isinstance(n, ast.Constant) and isinstance(n.value, str):
             yield n

@@ -191,12 +191,16 @@ JAXTYPING_TYPES = frozenset({
 def shape_strings(node: ast.AST) -> list[ast.Constant]:
     """The shape strings of a jaxtyping annotation ``Float[Tensor, "batch dim"]`` (the string
     constants in the brackets of a subscripted ``JAXTYPING_TYPES`` name, as imported or as an
-    attribute of a module); empty for any other node."""
+    attribute of a module), and the literal parts of an f-string shape (alphafold3-pytorch's
+    ``Int[f"n {ADDITIONAL_MOLECULE_FEATS}"]``, whose placeholders are reads as any other);
+    empty for any other node."""
     if not isinstance(node, ast.Subscript) or \
             (dotted(node.value) or "").rsplit(".", 1)[-1] not in JAXTYPING_TYPES:
         return []
     elts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
-    return [e for e in elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+    return [c for e in elts for c in ([e] if isinstance(e, ast.Constant) else
+                                      e.values if isinstance(e, ast.JoinedStr) else [])
+            if isinstance(c, ast.Constant) and isinstance(c.value, str)]
 
 
 def is_dotted_name(text: str) -> bool:
