@@ -154,18 +154,45 @@ class AnchorGenerator(nn.Module):
 
     def forward(self, x):
         return self.pool(x)
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv1d(7, 7, 3)
+
+    def forward(self, x):
+        return self.conv(x)
+
+
+class SegmentationModel(nn.Module):
+    def forward(self, x):
+        return self.head(self.decoder(x))
+
+
+class FPN(SegmentationModel):
+    def __init__(self):
+        super().__init__()
+        self.decoder = nn.Identity()
+        self.head = nn.Identity()
 '''
 
 
 def test_a_whole_network_is_an_architecture_by_its_name(tmp_path):
     """PyTorch-GAN's generators and discriminators were "normalization" or "convolution" by
-    the first layer they call; torchvision's ``AnchorGenerator`` makes anchors, no images."""
+    the first layer they call; torchvision's ``AnchorGenerator`` makes anchors, no images.
+    Time-Series-Library names each of its 49 networks ``Model`` (one was "convolution" by its
+    ``Conv1d``), and segmentation_models.pytorch's ``FPN`` is a ``SegmentationModel``: both were
+    "utility"."""
     write_tree(tmp_path / "gans", {"nets.py": GANS})
     index = module_index({"gans": tmp_path})
     found = {b.qualname: (b.category, b.rule) for _, b in BlockDiscovery(index).discover()}
     assert found == {"DCGANGenerator": ("architecture", "name:Generator"),
                      "PatchDiscriminator": ("architecture", "name:Discriminator"),
-                     "AnchorGenerator": ("pooling", "op:nn.AdaptiveAvgPool2d")}
+                     "AnchorGenerator": ("pooling", "op:nn.AdaptiveAvgPool2d"),
+                     "Model": ("architecture", "name:Model"),
+                     "SegmentationModel": ("architecture", "name:Model"),
+                     "FPN": ("architecture", "base:gans.nets.SegmentationModel")}
 
 
 FRAMEWORK_SUBCLASSES = """\

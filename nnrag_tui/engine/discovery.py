@@ -211,7 +211,8 @@ class BlockDiscovery:
                 is_abc |= b.abc
                 model_base = model_base or b.model_base
                 if b.is_module and b.has_forward:
-                    base_cats.append((bq, _name_category(b_sym.name) or ""))
+                    base_cats.append((bq, _name_category(b_sym.name)
+                                      or _arch_name(b_sym.name) or ""))
             elif t.kind == "external":
                 bases.append(t.name)
                 is_abc |= t.name in ABC_BASES
@@ -307,7 +308,7 @@ _ARCH_METHODS = frozenset({"forward_features", "forward_head", "reset_classifier
 _ARCH_NAME = re.compile(
     r"(?:Net|NeXt|Former|ViT|Vit|Transformer|Mixer|Inception|VGG|AlexNet|DarkNet|GoogLeNet"
     r"|SqueezeNet|Hiera|Levit|Xcit|Eva|Beit|Deit|Cait|Swin|Generator|Discriminator|AutoEncoder"
-    r"|Autoencoder|VAE|Unet)(?:V\d+)?[\d_]*(?:Model)?$")
+    r"|Autoencoder|VAE|Unet|Model)(?:V\d+)?[\d_]*(?:Model)?$")
 # generators that make no images or sounds but anchors, masks, maps: helpers, not networks
 _HELPER_GENERATOR = re.compile(
     r"(?:Anchor|Box|Mask|Map|Patch|Activation|Sequence|Noise|Prior|Proposal|Grid|Point|Anomaly)"
@@ -331,6 +332,14 @@ def _name_category(name: str) -> str | None:
 _WHOLE_MODEL_BASES = ("PreTrainedModel", "LightningModule", "ModelMixin", ".BaseModel")
 
 
+def _arch_name(name: str) -> str | None:
+    """"architecture" when the name is a whole network's (``ResNet``, ``DCGANGenerator``,
+    Time-Series-Library's ``Model``, segmentation_models' ``SegmentationModel``), from which a
+    subclass (smp's ``FPN(SegmentationModel)``) is one too."""
+    return "architecture" if _ARCH_NAME.search(name) and not _HELPER_GENERATOR.search(name) \
+        else None
+
+
 def categorize(entry: ModuleEntry, sym: Symbol, info: _ClassInfo) -> tuple[str, str]:
     name = sym.name
     if _ARCH_METHODS & set(sym.methods):
@@ -338,7 +347,7 @@ def categorize(entry: ModuleEntry, sym: Symbol, info: _ClassInfo) -> tuple[str, 
     for cat, rx in _NAME_RULES:
         if rx.search(name):
             return cat, f"name:{rx.search(name).group(0)}"  # type: ignore[union-attr]
-    if _ARCH_NAME.search(name) and not _HELPER_GENERATOR.search(name):
+    if _arch_name(name):
         return "architecture", f"name:{_ARCH_NAME.search(name).group(0)}"  # type: ignore[union-attr]
     if info.model_base:  # (solo-learn's methods, through its BaseMethod(LightningModule))
         return "architecture", f"base:{info.model_base}"
