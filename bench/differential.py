@@ -135,7 +135,10 @@ class _OwnRoot(importlib.abc.MetaPathFinder):
     takes a regular package from anywhere on ``sys.path`` over a folder without
     ``__init__.py`` before it: ddim's and KAIR's ``models/`` lost to another configured
     repository's ``models`` package, and their blocks were not comparable. A package
-    installed here still wins over such a folder, as it would upstream."""
+    installed here still wins over such a folder, as it would upstream. Where no other
+    configured root has a regular package of the name, the folders of the same name in the
+    other roots are portions of one namespace package, as Python makes them: apple's ml-aim
+    ships ``aim/v1`` and ``aim/v2`` in two roots, and ``aim.v2`` imports ``aim.v1``."""
 
     def __init__(self, root: str, roots: list[str]) -> None:
         self.root, self.roots = root, set(roots)
@@ -151,6 +154,10 @@ class _OwnRoot(importlib.abc.MetaPathFinder):
                 name, [p for p in sys.path if p not in self.roots])
             if installed is not None and installed.origin is not None:
                 return None
+            others = [p for p in sys.path if p in self.roots and p != self.root]
+            merged = importlib.machinery.PathFinder.find_spec(name, [self.root, *others])
+            if merged is not None and merged.origin is None:
+                return merged
         return spec
 
 

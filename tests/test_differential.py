@@ -891,6 +891,30 @@ def test_the_measured_repository_s_folder_is_not_shadowed_by_another_s_package(t
     assert json.loads(proc.stdout)["verdict"] == "same", proc.stdout
 
 
+def test_a_namespace_package_spread_over_two_configured_roots_is_one_package(tmp_path):
+    """apple's ml-aim keeps ``aim/v1`` and ``aim/v2`` in two roots, neither ``aim/`` with an
+    ``__init__.py``, and ``aim.v2`` imports ``aim.v1``: Python joins the two folders into
+    one namespace package. Upstream's ``aim.v2`` found no ``aim.v1`` in the harness, and its
+    block was not comparable."""
+    v1 = tmp_path / "aim-v1" / "aim" / "v1"
+    v2 = tmp_path / "aim-v2" / "aim" / "v2"
+    for folder in (v1, v2):
+        folder.mkdir(parents=True)
+        (folder / "__init__.py").write_text("")
+    (v1 / "width.py").write_text("WIDTH = 6\n")
+    (v2 / "blocks.py").write_text("from aim.v1.width import WIDTH\n"
+                                  + SCRIPT.replace("opt.latent_dim", "WIDTH"))
+    gen = tmp_path / "Generator.py"
+    gen.write_text(SCRIPT.replace("opt.latent_dim", "6"))
+    proc = subprocess.run(
+        [sys.executable, "-I", str(ROOT / "bench" / "differential.py"),
+         "--path", str(tmp_path / "aim-v2"), "--path", str(tmp_path / "aim-v1")],
+        input=json.dumps({"key": "aim.v2.blocks:Generator", "file": str(gen)}) + "\n",
+        capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert json.loads(proc.stdout)["verdict"] == "same", proc.stdout
+
+
 VENDORED = '''\
 import fakevendored
 from torch import nn
