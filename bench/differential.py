@@ -170,9 +170,11 @@ class _StubFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         """A stand-in for each package given and everything under it; a dotted name stands
         in for that module alone (``mmcv._ext``, the compiled extension of a real ``mmcv``)."""
         parts = name.split(".")
-        if any(".".join(parts[:i]) in self.packages for i in range(1, len(parts) + 1)):
-            return importlib.machinery.ModuleSpec(name, self, is_package=True)
-        return None
+        if not any(".".join(parts[:i]) in self.packages for i in range(1, len(parts) + 1)):
+            return None
+        if parts[0] not in self.installed and _asked_by_availability_check():
+            return None
+        return importlib.machinery.ModuleSpec(name, self, is_package=True)
 
     def create_module(self, spec):
         mod = _StubModule(spec.name)
@@ -187,9 +189,21 @@ class _StubFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         (``--stub-installed``), as ``importlib.metadata.version`` asks of it (ultralytics
         reads torchvision's version when it imports). Other stand-ins have none, so that an
         availability check sees them missing, as they are (torchmetrics decorates with
-        ``matplotlib.pyplot.style.context`` where lightning_utilities finds matplotlib)."""
+        ``matplotlib.pyplot.style.context`` where lightning_utilities finds matplotlib), nor
+        does ``importlib.util.find_spec`` find them (``_asked_by_availability_check``)."""
         if context.name in self.installed:
             yield _StubDistribution(context.name)
+
+
+def _asked_by_availability_check() -> bool:
+    """Whether ``importlib.util.find_spec`` asks, and not an ``import``: a stand-in of a
+    package this machine lacks is missing to it, as the package is (lightning_utilities 0.15
+    falls back on it where a distribution's metadata is missing, and torchmetrics then
+    decorates with matplotlib's ``pyplot.style.context``: litgpt's and sgm's upstream
+    modules could not import). Called from ``find_spec`` two frames up."""
+    caller = sys._getframe(3)
+    return caller.f_code.co_name == "find_spec" and \
+        caller.f_code.co_filename in ("<frozen importlib.util>", importlib.util.__file__)
 
 
 class _StubDistribution(importlib.metadata.Distribution):

@@ -319,6 +319,14 @@ def test_a_stand_in_of_a_missing_package_is_missing_to_availability_checks(tmp_p
             "else:\n    import plotpkg\n    PLOT = plotpkg.style.context('x')\n")
     r = compare(tmp_path, UPSTREAM, asks + UPSTREAM, stubs=("plotpkg",))
     assert r["verdict"] == "same", r
+    # lightning_utilities 0.15 falls back on ``importlib.util.find_spec`` (litgpt, sgm);
+    # an import of the stand-in still works
+    finds = ("import importlib.util\n\n"
+             "if importlib.util.find_spec('plotpkg') is None:\n    def plotted(f):\n"
+             "        return f\nelse:\n    import plotpkg\n    plotted = plotpkg.style.context('x')\n"
+             "\n\n@plotted\ndef plot():\n    pass\n\n\nimport plotpkg.pyplot\n")
+    r = compare(tmp_path, UPSTREAM, finds + UPSTREAM, stubs=("plotpkg",))
+    assert r["verdict"] == "same", r
 
 
 # gluonts' PICNN: an ActNorm takes its weights from the first batch it sees. A probe upstream
