@@ -91,7 +91,8 @@ def test_reports_which_protections_hold(sandbox):
     res = run(sandbox, "x = 1")
     prot = res.protections
     assert end(res, "import")["ok"]
-    assert prot["rlimits"]["RLIMIT_AS"][0] == sandbox.limits.memory
+    assert prot["rlimits"]["RLIMIT_AS"][0] == prot["address_space_base"] + sandbox.limits.memory
+    assert prot["address_space_base"] > 0
     soft, hard = prot["rlimits"]["RLIMIT_CPU"]
     assert soft < hard
     assert prot["rlimits"]["RLIMIT_CORE"] == [0, 0]
@@ -413,7 +414,7 @@ def test_without_namespaces_the_report_says_what_is_missing(tmp_path):
                     "readonly_root"):
             assert prot[key] is False
         assert any("no private /tmp" in n for n in prot["notes"])
-        assert prot["rlimits"]["RLIMIT_AS"][0] == sb.limits.memory
+        assert prot["rlimits"]["RLIMIT_AS"][0] == prot["address_space_base"] + sb.limits.memory
         assert "NNRAG_TEST_SECRET" not in res.output
         assert not Path(prot["workdir"]).exists()  # the worker removed the block directory
         assert_still_works(sb)
@@ -457,6 +458,21 @@ def test_caller_never_imports_torch():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=120)
     assert out.stdout.strip() == "ok", out.stderr[-2000:]
+
+
+def test_the_memory_limit_is_what_the_block_may_use_beyond_torch():
+    """A CUDA build of torch maps about 3.2 GB as it imports, the CPU build 0.6 GB: with the
+    limit on the whole address space, a block under the CUDA build had less than 1 GB of its
+    4 GiB, and one allocating 1 GiB failed. The budget is now what the block adds: 768 MiB fit
+    in 1 GiB whatever torch maps, 1.5 GiB does not (bounded either way)."""
+    with Sandbox(limits=SandboxLimits(memory=1 << 30, import_timeout=60.0)) as sb:
+        fits = run(sb, "data = bytearray(768 << 20)\nprint('held', len(data), flush=True)")
+        assert end(fits, "import")["ok"], fits.events
+        assert "held" in fits.output
+        over = run(sb, "data = bytearray(1536 << 20)\nprint('held', flush=True)")
+        assert not end(over, "import")["ok"]
+        assert end(over, "import")["error"]["type"] == "MemoryError"
+        assert "held" not in over.output
 
 
 def test_memory_limit_binds_the_whole_process_tree():

@@ -13,7 +13,9 @@ whole-tree kill on timeout             PID namespace (child is its init: when it
                                        SIGKILL to the process group
 wall-clock limit per stage             the worker's ``select`` deadline             -
 memory, CPU seconds (soft < hard),     ``setrlimit`` AS, CPU, FSIZE, NPROC, CORE=0,  -
-file size, processes, no core dumps    NOFILE; NPROC binds because of the uid drop
+file size, processes, no core dumps    NOFILE; NPROC binds because of the uid drop;
+                                       AS is the size the job starts at (torch
+                                       loaded) plus ``SandboxLimits.memory``
 memory and processes of the whole      a cgroup v1 ``memory`` + ``pids`` pair per   root,
 tree                                   job, joined by the child first thing         cgroup v1
 no privileges                          ``setuid``/``setgid`` to nobody (65534),     root
@@ -91,7 +93,9 @@ class SandboxError(NnragError):
 
 @dataclass(frozen=True)
 class SandboxLimits:
-    """Per-job limits. Times in seconds, sizes in bytes."""
+    """Per-job limits. Times in seconds, sizes in bytes. ``memory`` is what a block may map
+    beyond what the worker maps when the job starts (torch and the interpreter), whichever
+    build of torch that is."""
 
     memory: int = 4 << 30
     fsize: int = 64 << 20

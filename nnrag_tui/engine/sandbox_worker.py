@@ -755,10 +755,16 @@ def _contain(job: dict, worker: Worker, in_pidns: bool, fallback: str) -> dict:
     os.environ.update({"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": work, "TMPDIR": work,
                        "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "OMP_NUM_THREADS": "1",
                        "MKL_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1"})
-    # resource limits (set while still privileged: an unprivileged process can only lower)
+    # resource limits (set while still privileged: an unprivileged process can only lower).
+    # The address space is what the worker already maps (torch, loaded before the fork) plus
+    # the memory budget: a CUDA build of torch maps about 3.2 GB where the CPU build maps
+    # 0.6 GB, and with the budget as the whole limit a block under the CUDA build had less
+    # than 1 GB of its 4 GiB (a 1 GiB bytes object raised MemoryError)
     cpu = int(math.ceil(float(lim.get("cpu", 30))))
+    base = _address_space()
+    prot["address_space_base"] = base
     limits = {
-        "RLIMIT_AS": int(lim.get("memory", 4 << 30)),
+        "RLIMIT_AS": base + int(lim.get("memory", 4 << 30)),
         "RLIMIT_CPU": (cpu, cpu + 2),
         "RLIMIT_FSIZE": int(lim.get("fsize", 64 << 20)),
         "RLIMIT_NPROC": int(lim.get("nproc", 64)),
@@ -809,6 +815,19 @@ def _contain(job: dict, worker: Worker, in_pidns: bool, fallback: str) -> dict:
         prot["notes"].append("the block runs as root")
     mark("privileges")
     return prot
+
+
+def _address_space() -> int:
+    """The bytes of address space this process maps now (``VmSize``); 0 where /proc does not
+    say."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("VmSize:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
 
 
 def _put_files(work: str, files: dict, prot: dict) -> list[str]:
