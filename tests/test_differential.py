@@ -878,6 +878,20 @@ def test_a_script_that_parses_its_command_line_as_it_loads_is_compared(tmp_path)
     assert r["verdict"] == "differs", r
 
 
+def verdict_beside(tmp_path: Path, key: str, roots: list[Path]) -> dict:
+    """The harness's verdict on ``SCRIPT``'s ``Generator`` (width 6) as the generated file,
+    against upstream's ``key`` found through the source roots ``roots`` (measured first)."""
+    gen = tmp_path / "Generator.py"
+    gen.write_text(SCRIPT.replace("opt.latent_dim", "6"))
+    paths = [arg for root in roots for arg in ("--path", str(root))]
+    proc = subprocess.run(
+        [sys.executable, "-I", str(ROOT / "bench" / "differential.py"), *paths],
+        input=json.dumps({"key": key, "file": str(gen)}) + "\n",
+        capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return json.loads(proc.stdout)
+
+
 def test_the_measured_repository_s_folder_is_not_shadowed_by_another_s_package(tmp_path):
     """ddim's ``models/`` has no ``__init__.py``; another configured repository's regular
     ``models`` package, anywhere on ``sys.path``, would win over it: the block was not
@@ -888,15 +902,8 @@ def test_the_measured_repository_s_folder_is_not_shadowed_by_another_s_package(t
     other = tmp_path / "other" / "models"
     other.mkdir(parents=True)
     (other / "__init__.py").write_text("")
-    gen = tmp_path / "Generator.py"
-    gen.write_text(SCRIPT.replace("opt.latent_dim", "6"))
-    proc = subprocess.run(
-        [sys.executable, "-I", str(ROOT / "bench" / "differential.py"),
-         "--path", str(tmp_path / "own"), "--path", str(tmp_path / "other")],
-        input=json.dumps({"key": "models.blocks:Generator", "file": str(gen)}) + "\n",
-        capture_output=True, text=True, timeout=300, check=False)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    assert json.loads(proc.stdout)["verdict"] == "same", proc.stdout
+    r = verdict_beside(tmp_path, "models.blocks:Generator", [tmp_path / "own", tmp_path / "other"])
+    assert r["verdict"] == "same", r
 
 
 def test_a_namespace_package_spread_over_two_configured_roots_is_one_package(tmp_path):
@@ -912,15 +919,9 @@ def test_a_namespace_package_spread_over_two_configured_roots_is_one_package(tmp
     (v1 / "width.py").write_text("WIDTH = 6\n")
     (v2 / "blocks.py").write_text("from aim.v1.width import WIDTH\n"
                                   + SCRIPT.replace("opt.latent_dim", "WIDTH"))
-    gen = tmp_path / "Generator.py"
-    gen.write_text(SCRIPT.replace("opt.latent_dim", "6"))
-    proc = subprocess.run(
-        [sys.executable, "-I", str(ROOT / "bench" / "differential.py"),
-         "--path", str(tmp_path / "aim-v2"), "--path", str(tmp_path / "aim-v1")],
-        input=json.dumps({"key": "aim.v2.blocks:Generator", "file": str(gen)}) + "\n",
-        capture_output=True, text=True, timeout=300, check=False)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    assert json.loads(proc.stdout)["verdict"] == "same", proc.stdout
+    r = verdict_beside(tmp_path, "aim.v2.blocks:Generator",
+                       [tmp_path / "aim-v2", tmp_path / "aim-v1"])
+    assert r["verdict"] == "same", r
 
 
 VENDORED = '''\
@@ -956,15 +957,7 @@ def test_a_package_installed_here_still_wins_over_a_folder_of_the_same_name(tmp_
     own = tmp_path / "own" / "pyflakes"
     own.mkdir(parents=True)
     (own / "blocks.py").write_text(SCRIPT.replace("opt.latent_dim", "6"))
-    gen = tmp_path / "Generator.py"
-    gen.write_text(SCRIPT.replace("opt.latent_dim", "6"))
-    proc = subprocess.run(
-        [sys.executable, "-I", str(ROOT / "bench" / "differential.py"),
-         "--path", str(tmp_path / "own")],
-        input=json.dumps({"key": "pyflakes.blocks:Generator", "file": str(gen)}) + "\n",
-        capture_output=True, text=True, timeout=300, check=False)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    r = json.loads(proc.stdout)
+    r = verdict_beside(tmp_path, "pyflakes.blocks:Generator", [tmp_path / "own"])
     assert r["verdict"] == "not_comparable" and "pyflakes.blocks" in r["reason"], r
 
 
