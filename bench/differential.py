@@ -200,7 +200,8 @@ def _asked_by_availability_check() -> bool:
     package this machine lacks is missing to it, as the package is (lightning_utilities 0.15
     falls back on it where a distribution's metadata is missing, and torchmetrics then
     decorates with matplotlib's ``pyplot.style.context``: litgpt's and sgm's upstream
-    modules could not import). Called from ``find_spec`` two frames up."""
+    modules could not import). Called by ``_StubFinder.find_spec``, which
+    ``importlib._bootstrap._find_spec`` calls for either: its caller tells them apart."""
     caller = sys._getframe(3)
     return caller.f_code.co_name == "find_spec" and \
         caller.f_code.co_filename in ("<frozen importlib.util>", importlib.util.__file__)

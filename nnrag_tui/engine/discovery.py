@@ -333,7 +333,7 @@ _WHOLE_MODEL_BASES = ("PreTrainedModel", "LightningModule", "ModelMixin", ".Base
 
 
 def _arch_name(name: str) -> str | None:
-    """"architecture" when the name is a whole network's (``ResNet``, ``DCGANGenerator``,
+    """The category "architecture" when the name is a whole network's (``ResNet``, ``DCGANGenerator``,
     Time-Series-Library's ``Model``, segmentation_models' ``SegmentationModel``), from which a
     subclass (smp's ``FPN(SegmentationModel)``) is one too."""
     return "architecture" if _ARCH_NAME.search(name) and not _HELPER_GENERATOR.search(name) \
