@@ -211,8 +211,8 @@ class BlockDiscovery:
                 is_abc |= b.abc
                 model_base = model_base or b.model_base
                 if b.is_module and b.has_forward:
-                    base_cats.append((bq, _name_category(b_sym.name)
-                                      or _arch_name(b_sym.name) or ""))
+                    base_cats.append((bq, _name_category(b_sym.name) or (
+                        "architecture" if _arch_name(b_sym.name) else "")))
             elif t.kind == "external":
                 bases.append(t.name)
                 is_abc |= t.name in ABC_BASES
@@ -333,11 +333,11 @@ _WHOLE_MODEL_BASES = ("PreTrainedModel", "LightningModule", "ModelMixin", ".Base
 
 
 def _arch_name(name: str) -> str | None:
-    """The category "architecture" when the name is a whole network's (``ResNet``, ``DCGANGenerator``,
-    Time-Series-Library's ``Model``, segmentation_models' ``SegmentationModel``), from which a
-    subclass (smp's ``FPN(SegmentationModel)``) is one too."""
-    return "architecture" if _ARCH_NAME.search(name) and not _HELPER_GENERATOR.search(name) \
-        else None
+    """The part of the name that makes it a whole network's (``Net`` of ``ResNet``,
+    ``Generator``, Time-Series-Library's ``Model``, the ``Model`` of segmentation_models'
+    ``SegmentationModel``, from which a subclass such as ``FPN`` is one too), if any."""
+    m = _ARCH_NAME.search(name)
+    return m.group(0) if m and not _HELPER_GENERATOR.search(name) else None
 
 
 def categorize(entry: ModuleEntry, sym: Symbol, info: _ClassInfo) -> tuple[str, str]:
@@ -347,8 +347,9 @@ def categorize(entry: ModuleEntry, sym: Symbol, info: _ClassInfo) -> tuple[str, 
     for cat, rx in _NAME_RULES:
         if rx.search(name):
             return cat, f"name:{rx.search(name).group(0)}"  # type: ignore[union-attr]
-    if _arch_name(name):
-        return "architecture", f"name:{_ARCH_NAME.search(name).group(0)}"  # type: ignore[union-attr]
+    arch = _arch_name(name)
+    if arch:
+        return "architecture", f"name:{arch}"
     if info.model_base:  # (solo-learn's methods, through its BaseMethod(LightningModule))
         return "architecture", f"base:{info.model_base}"
     for base, cat in info.base_categories:
