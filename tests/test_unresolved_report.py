@@ -74,3 +74,33 @@ def test_a_relative_import_above_the_top_package_is_unresolved_not_a_guessed_pac
     code = result.generated.code
     assert "from builder import" not in code and "import builder" not in code
     assert "class Stem:" in code
+
+
+MEMORY = '''\
+from torch import nn
+
+
+class Memorizing(nn.Module):
+    def context(self):
+        memories = self.create()
+        yield memories
+
+    def clear(self, mask):
+        squares = [memories for memories in mask]
+        fn = lambda memories: memories
+        memories.clear(squares, fn)
+
+    def forward(self, x):
+        return x
+'''
+
+
+def test_an_unresolved_name_is_reported_where_it_is_free_not_where_a_scope_binds_it(tmp_path):
+    """memorizing-transformers' ``clear_memory`` reads ``knn_memories``, which nothing binds
+    there: an upstream slip. The report gave the line of ``knn_memories = ...`` fifteen lines
+    above, a local of another method, where a reader finds the name bound and the report
+    looks wrong. A comprehension's or a lambda's own variable of that name is no read of it
+    either."""
+    result = extract_tree(tmp_path, {"apkg/__init__.py": "", "apkg/net.py": MEMORY},
+                          "Memorizing")
+    assert result.generated.unresolved == [("memories", "apkg.net:12")]

@@ -18,6 +18,7 @@ import re
 from dataclasses import replace
 from pathlib import Path
 
+from nnrag_tui.engine import scopes
 from nnrag_tui.engine.bindings import (
     ModuleEntry,
     ModuleIndex,
@@ -1286,7 +1287,8 @@ class _ClosureBuilder:
             return
         else:
             private = demangled(name, st.node)
-            where = unresolved_where(entry, st, private[0] if private else name, t)
+            where = unresolved_where(entry, self.ms(entry), st,
+                                     private[0] if private else name, t)
             if private is not None:
                 # ``warnings.warn(__MSG)`` in a method: Python looks up ``_Cls__MSG``, which
                 # upstream never binds either (its module-level ``__MSG`` is another name)
@@ -1329,7 +1331,8 @@ class _ClosureBuilder:
                 # object standing in for the module lacks it, as the header says
                 made = replace(ct, note=f"made by {chain.rsplit('.', 1)[0]}'s module "
                                         "`__getattr__` when asked for, which is not followed")
-                self.unresolved.append((chain, unresolved_where(entry, st, chain, made)))
+                self.unresolved.append(
+                    (chain, unresolved_where(entry, self.ms(entry), st, chain, made)))
                 self.deps.append(Dependency(node, chain, "unresolved", "", "none", 0.0, now,
                                             (), ct.note))
                 continue
@@ -1668,11 +1671,18 @@ class _ClosureBuilder:
         return out
 
 
-def unresolved_where(entry: ModuleEntry, st: TopStmt, name: str, t: Target) -> str:
+def unresolved_where(entry: ModuleEntry, ms: ModuleSource, st: TopStmt, name: str,
+                     t: Target) -> str:
     """Where the statement ``st`` reads the unresolved ``name`` (``module:line``, the line of
-    its first read), and why, where the lookup knows more than that nothing binds it:
-    timm_3d's davit imports ``LayerNorm2d`` from ``timm_3d.layers``, which has none."""
-    where = f"{entry.module}:{first_read_line(st.node, name) or st.line}"
+    its first read as the module's name, not a local of that name in another method), and
+    why, where the lookup knows more than that nothing binds it: timm_3d's davit imports
+    ``LayerNorm2d`` from ``timm_3d.layers``, which has none."""
+    try:
+        lines = scopes.global_read_lines(ms.stmt_text(st), name)
+    except ValueError:
+        lines = []
+    line = min(lines) + st.line - 1 if lines else first_read_line(st.node, name)
+    where = f"{entry.module}:{line or st.line}"
     if t.note and t.note != f"not bound in {entry.module}":
         where += f", {t.note}"
     return where

@@ -41,10 +41,6 @@ from nnrag_tui.engine.parse import resolve_relative
 _RELATIVE = re.compile(r"from\s+\.")  # no leading \b: the regex then skips ahead to "from"
 SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, ast.ListComp,
           ast.SetComp, ast.DictComp, ast.GeneratorExp)
-_TABLE_NAME = {ast.Lambda: "lambda", ast.ListComp: "listcomp", ast.SetComp: "setcomp",
-               ast.DictComp: "dictcomp", ast.GeneratorExp: "genexpr"}
-
-
 _RENAMED_SPECIAL = {
     "__doc__": "`__doc__` -> upstream's module docstring",
     "__file__": "`__file__` -> upstream's path in the folder beside this file laid out as "
@@ -280,7 +276,7 @@ class _Walker:
         self.nested = imports.nested
         self.runs = imports.runs
         self.ran: set[int] = set()  # the lines of the imports that made their calls of ``runs``
-        self.used: set[int] = set()
+        self.tables = scopes.ScopeTables()
         self.alone: set[int] = set()  # ids of statements alone in their block
         self.early: set[int] = set()  # ids of class-body reads that are module-level uses
         self.in_value_pattern = False  # inside a ``case`` value pattern (kept qualified)
@@ -306,31 +302,10 @@ class _Walker:
 
     # -- scope plumbing --------------------------------------------------------------------
     def child_table(self, table: symtable.SymbolTable, node: ast.AST) -> symtable.SymbolTable:
-        name = getattr(node, "name", None) or _TABLE_NAME[type(node)]
-        fallback = None
-        for child in table.get_children():
-            if child.get_id() in self.used or child.get_name() != name:
-                continue
-            if child.get_lineno() == node.lineno:
-                self.used.add(child.get_id())
-                return child
-            fallback = fallback or child
-        if fallback is None:
-            raise ValueError(f"no symbol table for {name} at line {node.lineno}")
-        self.used.add(fallback.get_id())
-        return fallback
+        return self.tables.child(table, node)
 
     def is_global(self, table: symtable.SymbolTable, name: str) -> bool:
-        if table.get_type() == "module":
-            return True
-        try:
-            sym = table.lookup(name)
-        except KeyError:
-            return True
-        if table.get_type() == "class":
-            return not (sym.is_assigned() or sym.is_imported() or sym.is_parameter()
-                        or sym.is_free())
-        return scopes.is_global(table, sym)
+        return scopes.reads_global(table, name)
 
     # -- visiting --------------------------------------------------------------------------
     def visit(self, node: ast.AST, table: symtable.SymbolTable) -> None:

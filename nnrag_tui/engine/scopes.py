@@ -1,4 +1,5 @@
-"""CPython's ``symtable`` answers, right also in a function or class named ``top``.
+"""CPython's ``symtable`` answers, right also in a function or class named ``top``, and the
+table of each scope a syntax tree opens.
 
 Before Python 3.13, ``SymbolTable.lookup`` takes every table *named* ``top`` for the module's
 (its ``module_scope``), so a function or class of that name reports each name it binds as both
@@ -9,7 +10,10 @@ would have reached the parameter. These helpers answer from the symbol's flags t
 
 from __future__ import annotations
 
+import ast
 import symtable
+
+from nnrag_tui.engine.parse import dotted
 
 
 def _misread(table: symtable.SymbolTable) -> bool:
@@ -33,3 +37,110 @@ def is_local(table: symtable.SymbolTable, sym: symtable.Symbol) -> bool:
     if not _misread(table):
         return sym.is_local()
     return _bound(sym) and not (sym.is_declared_global() or sym.is_free() or sym.is_nonlocal())
+
+
+# the names symtable gives the scopes that have none in the source
+TABLE_NAME = {ast.Lambda: "lambda", ast.ListComp: "listcomp", ast.SetComp: "setcomp",
+              ast.DictComp: "dictcomp", ast.GeneratorExp: "genexpr"}
+
+
+class ScopeTables:
+    """The symbol table of each scope met while walking a tree parsed from the same text as
+    the tables, in source order: by name and line, else the next unused one of the name (two
+    lambdas on one line)."""
+
+    def __init__(self) -> None:
+        self.used: set[int] = set()
+
+    def child(self, table: symtable.SymbolTable, node: ast.AST) -> symtable.SymbolTable:
+        name = getattr(node, "name", None) or TABLE_NAME[type(node)]
+        fallback = None
+        for child in table.get_children():
+            if child.get_id() in self.used or child.get_name() != name:
+                continue
+            if child.get_lineno() == node.lineno:
+                self.used.add(child.get_id())
+                return child
+            fallback = fallback or child
+        if fallback is None:
+            raise ValueError(f"no symbol table for {name} at line {node.lineno}")
+        self.used.add(fallback.get_id())
+        return fallback
+
+
+def reads_global(table: symtable.SymbolTable, name: str) -> bool:
+    """Whether ``name`` in the scope ``table`` is the module's: not bound there nor in a
+    function around it (a class body's name is its own only where the body binds it)."""
+    if table.get_type() == "module":
+        return True
+    try:
+        sym = table.lookup(name)
+    except KeyError:
+        return True
+    if table.get_type() == "class":
+        return not (sym.is_assigned() or sym.is_imported() or sym.is_parameter()
+                    or sym.is_free())
+    return is_global(table, sym)
+
+
+def global_read_lines(text: str, name: str) -> list[int]:
+    """The lines of ``text`` (a module-level statement) that read the module-level ``name``,
+    or the attribute chain ``name`` (``apkg.Made``) of one: a function's local, parameter or
+    comprehension variable of that name is another variable. ValueError where the text does
+    not parse."""
+    try:
+        tree = ast.parse(text)
+        top = symtable.symtable(text, "<stmt>", "exec")
+    except SyntaxError as exc:
+        raise ValueError(str(exc)) from None
+    root = name.partition(".")[0]
+    tables = ScopeTables()
+    out: list[int] = []
+
+    def outer_parts(args: ast.arguments) -> list[ast.expr]:
+        every = [*args.posonlyargs, *args.args, *args.kwonlyargs,
+                 *([args.vararg] if args.vararg else []), *([args.kwarg] if args.kwarg else [])]
+        return [*args.defaults, *(d for d in args.kw_defaults if d is not None),
+                *(a.annotation for a in every if a.annotation is not None)]
+
+    def visit(node: ast.AST, table: symtable.SymbolTable) -> None:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for part in [*node.decorator_list, *outer_parts(node.args),
+                         *([node.returns] if node.returns else [])]:
+                visit(part, table)
+            inner = tables.child(table, node)
+            for st in node.body:
+                visit(st, inner)
+        elif isinstance(node, ast.ClassDef):
+            for part in [*node.decorator_list, *node.bases, *(k.value for k in node.keywords)]:
+                visit(part, table)
+            inner = tables.child(table, node)
+            for st in node.body:
+                visit(st, inner)
+        elif isinstance(node, ast.Lambda):
+            for part in outer_parts(node.args):
+                visit(part, table)
+            visit(node.body, tables.child(table, node))
+        elif isinstance(node, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+            visit(node.generators[0].iter, table)
+            inner = tables.child(table, node)
+            for i, g in enumerate(node.generators):
+                for part in [g.target, *([g.iter] if i else []), *g.ifs]:
+                    visit(part, inner)
+            for part in [node.key, node.value] if isinstance(node, ast.DictComp) else [node.elt]:
+                visit(part, inner)
+        elif isinstance(node, ast.Name):
+            if node.id == name and not isinstance(node.ctx, ast.Store) \
+                    and reads_global(table, name):
+                out.append(node.lineno)
+        elif isinstance(node, ast.Attribute) and "." in name and dotted(node) == name:
+            if reads_global(table, root):
+                out.append(node.lineno)
+        else:
+            for child in ast.iter_child_nodes(node):
+                visit(child, table)
+
+    for st in tree.body:
+        visit(st, top)
+    return out
+
