@@ -195,6 +195,54 @@ def test_a_whole_network_is_an_architecture_by_its_name(tmp_path):
                      "FPN": ("architecture", "base:gans.nets.SegmentationModel")}
 
 
+VARIANTS = '''\
+from torch import nn
+
+
+class SiT(nn.Module):
+    def __init__(self, depth=28, hidden_size=1152, num_heads=16):
+        super().__init__()
+        self.blocks = nn.ModuleList(nn.Linear(hidden_size, hidden_size) for _ in range(depth))
+
+    def forward(self, x):
+        return self.blocks[0](x)
+
+
+class ConvBN(nn.Module):
+    def __init__(self, inp, oup, kernel_size=3, padding=1):
+        super().__init__()
+        self.conv = nn.Conv2d(inp, oup, kernel_size, padding=padding)
+
+    def forward(self, x):
+        return self.conv(x)
+
+
+def SiT_XL_2(**kwargs):
+    return SiT(depth=28, hidden_size=1152, num_heads=16, **kwargs)
+
+
+def SiT_S_2(pretrained=False, **kwargs):
+    model = SiT(depth=12, hidden_size=384, num_heads=6, **kwargs)
+    return model
+
+
+def conv_bn(inp, oup):
+    return ConvBN(inp, oup, kernel_size=3, padding=1)
+'''
+
+
+def test_a_class_that_size_variant_functions_build_is_an_architecture(tmp_path):
+    """SiT, DiT, MAR and PixArt-α name their networks with acronyms, and were "utility" (or a
+    layer's category, by the first op they call). Their modules build them with fixed sizes
+    in functions such as ``SiT_XL_2(**kwargs)``. A helper that takes the layer's inputs and
+    fixes its kernel (``conv_bn(inp, oup)``) is no variant of a network."""
+    write_tree(tmp_path / "sit", {"models.py": VARIANTS})
+    index = module_index({"sit": tmp_path})
+    found = {b.qualname: (b.category, b.rule) for _, b in BlockDiscovery(index).discover()}
+    assert found == {"SiT": ("architecture", "variant:SiT_XL_2"),
+                     "ConvBN": ("convolution", "name:Conv")}
+
+
 FRAMEWORK_SUBCLASSES = """\
 import pytorch_lightning as pl
 from lightning.pytorch import LightningModule

@@ -340,6 +340,17 @@ def _arch_name(name: str) -> str | None:
     return m.group(0) if m and not _HELPER_GENERATOR.search(name) else None
 
 
+def _size_variant(entry: ModuleEntry, name: str) -> str | None:
+    """A module-level function of ``entry`` that builds the class ``name`` with fixed sizes, as
+    a model-size variant does (DiT's and SiT's ``SiT_XL_2``, MAR's ``mar_base``, PixArt's
+    ``PixArt_XL_2``): whole networks whose names are acronyms."""
+    for syms in entry.defs.values():
+        for s in syms:
+            if s.kind == "function" and name in s.builds:
+                return s.name
+    return None
+
+
 def categorize(entry: ModuleEntry, sym: Symbol, info: _ClassInfo) -> tuple[str, str]:
     name = sym.name
     if _ARCH_METHODS & set(sym.methods):
@@ -352,6 +363,9 @@ def categorize(entry: ModuleEntry, sym: Symbol, info: _ClassInfo) -> tuple[str, 
         return "architecture", f"name:{arch}"
     if info.model_base:  # (solo-learn's methods, through its BaseMethod(LightningModule))
         return "architecture", f"base:{info.model_base}"
+    variant = _size_variant(entry, name)
+    if variant:
+        return "architecture", f"variant:{variant}"
     for base, cat in info.base_categories:
         if cat:
             return cat, f"base:{base}"

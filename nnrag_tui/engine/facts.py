@@ -85,6 +85,10 @@ class Symbol:
     # JsdCrossEntropy, TRL's ULDLoss): it neither hands over to ``forward`` or another
     # ``__call__`` nor only raises (``parse.call_runs``)
     call_runs: bool = False
+    # a module-level function's: the names it calls with fixed sizes, as a model-size
+    # variant does (``def SiT_XL_2(**kwargs): return SiT(depth=28, hidden_size=1152, ...)``;
+    # ``parse.size_variant_builds``), which makes a class so built a whole network
+    builds: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

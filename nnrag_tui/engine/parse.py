@@ -267,7 +267,8 @@ class _Gatherer:
         elif parent is not None:
             return
         elif isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            self.symbols.append(self._sym(st, "function", st.name, guard, None))
+            self.symbols.append(self._sym(st, "function", st.name, guard, None,
+                                          builds=size_variant_builds(st)))
         elif isinstance(st, (ast.Import, ast.ImportFrom)):
             self.import_(st, guard)
         elif isinstance(st, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
@@ -461,6 +462,34 @@ def _doc(node: ast.AST) -> str:
     if not doc:
         return ""
     return doc.strip().split("\n", 1)[0][:200]
+
+
+def size_variant_builds(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[str, ...]:
+    """The names ``fn`` calls as a model-size variant of a network does: a function whose every
+    parameter has a default (``def SiT_XL_2(**kwargs)``, ``def mar_base(**kwargs)``) calling a
+    name with at least two keyword arguments of literal numbers (``depth=28,
+    hidden_size=1152``). A helper that takes a layer's inputs (``def conv_bn(inp, oup,
+    stride)``) builds none."""
+    a = fn.args
+    if len(a.defaults) < len(a.posonlyargs) + len(a.args) or None in a.kw_defaults:
+        return ()
+    out: dict[str, None] = {}
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Call):
+            name = dotted(node.func)
+            sizes = sum(1 for k in node.keywords if k.arg and _literal_number(k.value))
+            if name and sizes >= 2:
+                out[name] = None
+    return tuple(out)
+
+
+def _literal_number(node: ast.expr) -> bool:
+    """``28``, ``0.1``, ``-1``, ``[2, 2, 6, 2]``, ``(1, 2, 4)``: not a bool, not a name."""
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        node = node.operand
+    if isinstance(node, (ast.List, ast.Tuple)):
+        return bool(node.elts) and all(_literal_number(e) for e in node.elts)
+    return isinstance(node, ast.Constant) and type(node.value) in (int, float)
 
 
 def call_runs(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:

@@ -16,7 +16,7 @@ from typing import Iterable, Iterator
 from nnrag_tui.engine.errors import StoreError
 from nnrag_tui.engine.facts import GETATTR, Block, Guard, ImportRecord, ModuleFacts, Symbol
 
-SCHEMA_VERSION = 20  # 7: files.namespace_writes; 8: symbols.alias; 9: no script-only
+SCHEMA_VERSION = 21  # 7: files.namespace_writes; 8: symbols.alias; 9: no script-only
 # symbols; 10: an ``if TYPE_CHECKING:`` under a ``try``/``if`` guards as type_checking;
 # 11: a computed ``__all__`` leaves all_names unknown; 12: files.path_inserts; 13: not those of
 # a script run; 14: symbols.call_runs; 15: a module ``__getattr__``'s imports (the imports
@@ -25,7 +25,8 @@ SCHEMA_VERSION = 20  # 7: files.namespace_writes; 8: symbols.alias; 9: no script
 # the module's functions that store into ``globals()`` (engine.namespace); 18: a block named for a
 # whole network (``Generator``, ``Discriminator``) is an architecture (engine.discovery); 19: a
 # subclass of a framework's module class (``PreTrainedModel``, ``LightningModule``) is a block;
-# 20: a ``...Model`` is an architecture, and so is a subclass of one named for a whole network
+# 20: a ``...Model`` is an architecture, and so is a subclass of one named for a whole network;
+# 21: symbols.builds, a class a size-variant function builds is an architecture
 BUSY_TIMEOUT_MS = 60_000
 
 SCHEMA = """
@@ -72,7 +73,7 @@ CREATE TABLE symbols (
     methods TEXT NOT NULL, abstract_methods TEXT NOT NULL,
     forward_raises INTEGER NOT NULL, calls TEXT NOT NULL, doc TEXT NOT NULL,
     guard TEXT NOT NULL, parent TEXT, alias TEXT NOT NULL DEFAULT '',
-    call_runs INTEGER NOT NULL DEFAULT 0
+    call_runs INTEGER NOT NULL DEFAULT 0, builds TEXT NOT NULL DEFAULT '[]'
 );
 CREATE INDEX symbols_file ON symbols(file_id);
 CREATE INDEX symbols_name ON symbols(name);
@@ -235,12 +236,12 @@ class FileIndexStore:
         db.executemany(
             "INSERT INTO symbols(file_id, name, qualname, kind, line, end_line, col, end_col,"
             " def_line, bases, keywords, decorators, methods, abstract_methods, forward_raises,"
-            " calls, doc, guard, parent, alias, call_runs)"
-            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            " calls, doc, guard, parent, alias, call_runs, builds)"
+            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             [(fid, s.name, s.qualname, s.kind, s.line, s.end_line, s.col, s.end_col, s.def_line,
               _j(s.bases), _j(s.keywords), _j(s.decorators), _j(s.methods),
               _j(s.abstract_methods), int(s.forward_raises), _j(s.calls), s.doc,
-              _guard_json(s.guard), s.parent, s.alias, int(s.call_runs))
+              _guard_json(s.guard), s.parent, s.alias, int(s.call_runs), _j(s.builds))
              for s in facts.symbols])
         db.executemany(
             "INSERT INTO imports(file_id, bound, module, name, asname, level, target, line,"
@@ -288,13 +289,13 @@ class FileIndexStore:
         for r in self.db.execute(
             "SELECT file_id, name, qualname, kind, line, end_line, col, end_col, def_line, bases,"
             " keywords, decorators, methods, abstract_methods, forward_raises, calls, doc, guard,"
-            " parent, alias, call_runs FROM symbols ORDER BY id"
+            " parent, alias, call_runs, builds FROM symbols ORDER BY id"
         ):
             syms.setdefault(r[0], []).append(Symbol(
                 r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], tuple(json.loads(r[9])),
                 tuple(json.loads(r[10])), tuple(json.loads(r[11])), tuple(json.loads(r[12])),
                 tuple(json.loads(r[13])), bool(r[14]), tuple(json.loads(r[15])), r[16],
-                _guard(r[17]), r[18], r[19], bool(r[20])))
+                _guard(r[17]), r[18], r[19], bool(r[20]), tuple(json.loads(r[21]))))
         imps: dict[int, list[ImportRecord]] = {}
         lazy: dict[int, list[ImportRecord]] = {}
         for r in self.db.execute(
