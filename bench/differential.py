@@ -896,6 +896,20 @@ def _beside_scripts(folders: list[str], at: int, keep: frozenset[str]):
         importlib.invalidate_caches()
 
 
+def _forget_failed_import(before: set[str], own: set[str]) -> None:
+    """Takes out of ``sys.modules`` what an import that failed left of the sources' own
+    packages (top-level names ``own``): the modules it finished, whose packages around them
+    Python removed as they failed. A namespace package among them (ControlNet's
+    ``annotator/uniformer/mmseg/``) recomputes its path from its parent's, and the child's
+    import stopped at ``KeyError: 'annotator.uniformer'`` rather than at the missing package;
+    the child imports them as a fresh interpreter would. Installed packages it imported stay:
+    an extension module may refuse a second import (pybind11's types register once)."""
+    for name in set(sys.modules) - before:
+        if name.split(".")[0] in own:
+            del sys.modules[name]
+    importlib.invalidate_caches()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--path", action="append", default=[],
@@ -949,16 +963,19 @@ def main() -> None:
     from nnrag_tui.engine import blockrun
 
     harness = frozenset(m.split(".")[0] for m in sys.modules)
+    own = set().union(*map(_top_level_names, args.path)) - harness
     for line in jobs:
         if not line.strip():
             continue
         job = json.loads(line)
         t = time.perf_counter()
         with _beside_scripts(job.get("beside", []), 1 if args.path else 0, harness):
+            before = set(sys.modules)
             try:  # imported once here, not in every child
                 importlib.import_module(job["key"].partition(":")[0])
             except BaseException:  # noqa: BLE001  (the child reports it)
-                pass
+                _forget_failed_import(before, own | set().union(
+                    *map(_top_level_names, job.get("beside", []))))
             res = _run_one(job, blockrun, args.timeout, setup)
         res["key"] = job["key"]
         res["s"] = round(time.perf_counter() - t, 3)

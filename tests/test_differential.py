@@ -1012,3 +1012,29 @@ def test_a_module_importing_beside_the_folder_its_scripts_run_from_is_compared(t
     assert proc.returncode == 0, proc.stderr[-2000:]
     verdicts = [json.loads(line)["verdict"] for line in proc.stdout.splitlines()]
     assert verdicts == ["same", "same", "same"], proc.stdout
+
+
+def test_an_upstream_import_that_failed_once_fails_again_with_its_own_error(tmp_path):
+    """ControlNet's ``annotator/uniformer/__init__.py`` imports its copy of mmcv, whose
+    ``utils/config.py`` imports yapf, missing here. The harness imports each upstream module
+    once before forking; that import failed but left the modules it had finished, without
+    the packages around them: the folder ``mmseg/``, which has no ``__init__.py``, a namespace
+    package whose path Python recomputes from its parent's, and the child's import then
+    stopped at ``KeyError: 'annotator.uniformer'``: 95 blocks were not comparable for a reason no user meets. The
+    child now imports as a fresh interpreter would and names the missing package."""
+    write_tree(tmp_path / "own", {
+        "annotator/__init__.py": "",
+        "annotator/uniformer/__init__.py": "from annotator.uniformer.mmseg.apis import Config\n",
+        "annotator/uniformer/mmseg/apis/__init__.py": "from annotator.uniformer.mmcv import Config\n",
+        "annotator/uniformer/mmcv/__init__.py": "from .utils import Config\n",
+        "annotator/uniformer/mmcv/utils/__init__.py": "from .misc import is_str\n"
+                                                      "from .config import Config\n",
+        "annotator/uniformer/mmcv/utils/misc.py": "def is_str(x):\n    return True\n",
+        "annotator/uniformer/mmcv/utils/config.py": "import yapf_is_missing\nConfig = dict\n",
+        "annotator/uniformer/mmseg/backbones/__init__.py": "",
+        "annotator/uniformer/mmseg/backbones/net.py": SCRIPT.replace("opt.latent_dim", "6"),
+    })
+    r = verdict_beside(tmp_path, "annotator.uniformer.mmseg.backbones.net:Generator",
+                       [tmp_path / "own"])
+    assert r["verdict"] == "not_comparable", r
+    assert "No module named 'yapf_is_missing'" in r["reason"], r
