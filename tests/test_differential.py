@@ -1038,3 +1038,32 @@ def test_an_upstream_import_that_failed_once_fails_again_with_its_own_error(tmp_
                        [tmp_path / "own"])
     assert r["verdict"] == "not_comparable", r
     assert "No module named 'yapf_is_missing'" in r["reason"], r
+
+
+def test_a_stand_in_an_earlier_block_imported_is_missing_to_a_later_availability_check(tmp_path):
+    """ControlNet's annotators import ``matplotlib.pyplot``, a stand-in here. The harness
+    imports each upstream module in one process before forking, so the stand-in stayed in
+    ``sys.modules``, where ``importlib.util.find_spec`` finds any module without asking a
+    finder: for the later ``ldm`` blocks torchmetrics saw matplotlib installed, decorated with
+    ``plt.style.context`` and 13 blocks stopped at "context is a stand-in". Each of them is the
+    same when measured alone. Each job now starts without the stand-ins of the jobs before."""
+    check = ('import importlib.util\n'
+             'if importlib.util.find_spec("matplotlib") is not None:\n'
+             '    import matplotlib.pyplot as plt\n'
+             '    with plt.style.context("default"):\n'
+             '        pass\n')
+    write_tree(tmp_path / "own", {
+        "pkg/__init__.py": "",
+        "pkg/plots.py": "import matplotlib.pyplot as plt\n" + SCRIPT.replace("opt.latent_dim", "6"),
+        "pkg/net.py": check + SCRIPT.replace("opt.latent_dim", "6"),
+    })
+    gen = tmp_path / "Generator.py"
+    gen.write_text(SCRIPT.replace("opt.latent_dim", "6"))
+    jobs = [{"key": f"pkg.{m}:Generator", "file": str(gen)} for m in ("plots", "net")]
+    cmd = [sys.executable, "-I", str(ROOT / "bench" / "differential.py"),
+           "--path", str(tmp_path / "own"), "--stub", "matplotlib"]
+    proc = subprocess.run(cmd, input="".join(json.dumps(j) + "\n" for j in jobs),
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    verdicts = [json.loads(line)["verdict"] for line in proc.stdout.splitlines()]
+    assert verdicts == ["same", "same"], proc.stdout
