@@ -300,13 +300,6 @@ class _Walker:
         finally:
             self.before_binding = outer
 
-    # -- scope plumbing --------------------------------------------------------------------
-    def child_table(self, table: symtable.SymbolTable, node: ast.AST) -> symtable.SymbolTable:
-        return self.tables.child(table, node)
-
-    def is_global(self, table: symtable.SymbolTable, name: str) -> bool:
-        return scopes.reads_global(table, name)
-
     # -- visiting --------------------------------------------------------------------------
     def visit(self, node: ast.AST, table: symtable.SymbolTable) -> None:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -317,7 +310,7 @@ class _Walker:
                 if node.returns is not None:
                     self.visit_annotation(node.returns, table)
             self.rename_def(node, table, "def")
-            inner = self.child_table(table, node)
+            inner = self.tables.child(table, node)
             for st in node.body:
                 self.visit(st, inner)
             return
@@ -331,18 +324,18 @@ class _Walker:
                     self.visit(k.value, table)
             self.rename_def(node, table, "class")
             self.early.update(id(n) for n in class_early_reads(node))
-            inner = self.child_table(table, node)
+            inner = self.tables.child(table, node)
             for st in node.body:
                 self.visit(st, inner)
             return
         if isinstance(node, ast.Lambda):
             self.visit_arguments_outer(node.args, table)
-            self.visit(node.body, self.child_table(table, node))
+            self.visit(node.body, self.tables.child(table, node))
             return
         if isinstance(node, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
             gens = node.generators
             self.visit(gens[0].iter, table)
-            inner = self.child_table(table, node)
+            inner = self.tables.child(table, node)
             for i, g in enumerate(gens):
                 self.visit(g.target, inner)
                 if i:
@@ -369,7 +362,7 @@ class _Walker:
             if d is not None:
                 dotted, root = d
                 new = self.chains.get(dotted)
-                if new is not None and self.is_global(table, root.id):
+                if new is not None and scopes.reads_global(table, root.id):
                     if isinstance(node.ctx, (ast.Store, ast.Del)) \
                             and table.get_type() != "module":
                         # ``mod.X = v`` in a function or class body sets the module's global;
@@ -384,7 +377,7 @@ class _Walker:
             new = (self.early_renames if self.before_binding and node.id in self.early_renames
                    else self.renames).get(node.id)
             if new is not None and new != node.id and (
-                    id(node) in self.early or self.is_global(table, node.id)):
+                    id(node) in self.early or scopes.reads_global(table, node.id)):
                 self.ed.add(node, new, _RENAMED_SPECIAL.get(node.id)
                             or f"renamed `{node.id}` -> `{new}`")
             return
@@ -516,19 +509,19 @@ class _Walker:
         for sub in ast.walk(expr):
             if isinstance(sub, ast.Attribute) and self.chains:
                 d = _dotted(sub)
-                if d is not None and d[0] in self.chains and self.is_global(table, d[1].id):
+                if d is not None and d[0] in self.chains and scopes.reads_global(table, d[1].id):
                     new = self.chains[d[0]]
                     self.ed.add_span(shifted(sub), new, f"`{d[0]}` -> `{new}` (inlined)")
             elif isinstance(sub, ast.Name):
                 new = (self.early_renames if self.before_binding and sub.id in self.early_renames
                        else self.renames).get(sub.id)
-                if new is not None and new != sub.id and self.is_global(table, sub.id):
+                if new is not None and new != sub.id and scopes.reads_global(table, sub.id):
                     self.ed.add_span(shifted(sub), new, f"renamed `{sub.id}` -> `{new}`")
 
     def rename_def(self, node: ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef, table,
                    kind: str) -> None:
         new = self.renames.get(node.name)
-        if new is None or new == node.name or not self.is_global(table, node.name):
+        if new is None or new == node.name or not scopes.reads_global(table, node.name):
             return
         line = self.ed.lines[node.lineno - 1]
         m = re.compile(rb"(?:class|def)\s+(" + re.escape(node.name.encode()) + rb")\b").search(
