@@ -91,7 +91,12 @@ class Target:
 
 
 class ModuleIndex:
-    def __init__(self, rows: Iterable[tuple[str, int, int, ModuleFacts]]) -> None:
+    def __init__(self, rows: Iterable[tuple[str, int, int, ModuleFacts]],
+                 checkout_packages: dict[str, str] | None = None) -> None:
+        """``rows``: the indexed modules; ``checkout_packages``: {source: package} for a source
+        that is a repository checkout whose root folder is itself a package, indexed under
+        that package's name (sources.checkout_packages): its scripts run in that folder."""
+        self.checkout_packages = dict(checkout_packages or {})
         self.entries: dict[tuple[str, str], ModuleEntry] = {}
         self.by_module: dict[str, list[ModuleEntry]] = {}
         self.priority: dict[str, int] = {}
@@ -237,13 +242,19 @@ class ModuleIndex:
 
     def run_folders(self, importer: ModuleEntry) -> list[str]:
         """The folders above ``importer`` (dotted module prefixes, innermost first) that no
-        package of its source encloses; the source's root is not one (``find_module``)."""
+        package of its source encloses; the source's root is not one (``find_module``). The
+        root folder of a checkout indexed as a package (``checkout_packages``) is one: ACNet's
+        root holds an ``__init__.py`` and ``builder.py``, and its modules import ``from
+        builder import ConvBuilder``, as its scripts run there."""
         hit = self._folders.get(importer.key)
         if hit is None:
             parts = importer.module.split(".")
             hit = []
             for i in range(1, len(parts)):
                 prefix = ".".join(parts[:i])
+                if i == 1 and self.checkout_packages.get(importer.source) == prefix:
+                    hit.append(prefix)
+                    continue
                 if any(e.source == importer.source and e.facts.is_package
                        for e in self.by_module.get(prefix, ())):
                     break  # (a package's folder, and every folder inside it)

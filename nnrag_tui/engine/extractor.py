@@ -153,10 +153,12 @@ class BlockExtractor:
         if self._resolver is None:
             from nnrag_tui.engine.bindings import ModuleIndex
             from nnrag_tui.engine.resolve import Resolver
+            from nnrag_tui.engine.sources import checkout_packages
 
             self.warm_index_once()
-            index = ModuleIndex(self.store.load_modules())
-            roots = {k: v["root"] for k, v in self.store.source_roots().items()}
+            sources = self.store.source_roots()
+            index = ModuleIndex(self.store.load_modules(), checkout_packages(sources))
+            roots = {k: v["root"] for k, v in sources.items()}
             self._resolver = Resolver(index, roots, self.external_packages(index))
         return self._resolver
 

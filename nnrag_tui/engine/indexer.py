@@ -23,7 +23,7 @@ from nnrag_tui.engine.errors import SourceError, StoreError
 from nnrag_tui.engine.facts import IndexReport, ModuleFacts
 from nnrag_tui.engine.parse import failed_facts, read_facts
 from nnrag_tui.engine.progress import CancelFn, Cancelled, Progress, ProgressFn
-from nnrag_tui.engine.sources import RepoCache, Snapshot, iter_files
+from nnrag_tui.engine.sources import RepoCache, Snapshot, checkout_packages, iter_files
 from nnrag_tui.engine.store import FileIndexStore
 from nnrag_tui.engine.unindexed import UnindexedModules
 
@@ -200,9 +200,10 @@ class Indexer:
         )
 
     def rediscover(self) -> int:
-        index = ModuleIndex(self.store.load_modules())
+        sources = self.store.source_roots()
+        index = ModuleIndex(self.store.load_modules(), checkout_packages(sources))
         patterns = {s.name: s.symbols for s in self.config.sources}
-        roots = {name: r["root"] for name, r in self.store.source_roots().items()}
+        roots = {name: r["root"] for name, r in sources.items()}
         rows = BlockDiscovery(index, patterns,
                               UnindexedModules(index, roots, self.max_bytes)).discover()
         with self.store.transaction():
@@ -216,11 +217,13 @@ class Indexer:
         self.store.set_meta("discovery", "stale")
 
     def _discovery_key(self) -> str:
-        """What the stored blocks depend on besides the files: the discovery rules, and each
-        source's priority and symbol patterns (editing them in the config must re-discover)."""
+        """What the stored blocks depend on besides the files: the discovery rules, each
+        source's priority and symbol patterns (editing them in the config must re-discover),
+        and which sources are checkouts indexed as a package (``checkout_packages``)."""
         cfg = [(s.name, s.priority, s.symbols.include, s.symbols.exclude)
                for s in self.config.sources]
-        return f"{DISCOVERY_VERSION}:{json.dumps(cfg, sort_keys=True)}"
+        checkouts = sorted(checkout_packages(self.store.source_roots()).items())
+        return f"{DISCOVERY_VERSION}:{json.dumps([cfg, checkouts], sort_keys=True)}"
 
     def _index_source(self, src: SourceConfig, snap: Snapshot, emit: ProgressFn,
                       cancelled: CancelFn) -> dict[str, int]:

@@ -295,6 +295,24 @@ def _entry(e: os.DirEntry, contain: bool, inside) -> tuple[os.stat_result | None
     return st, None
 
 
+def checkout_packages(roots: dict[str, dict]) -> dict[str, str]:
+    """{source: package} for each ``path`` source indexed from its folder's parent because the
+    folder holds an ``__init__.py`` (``SourceCache._local``), where the folder is a repository
+    checkout of its own (``.git`` in it): a package folder is installed or unpacked, a
+    research repository's root with a stray ``__init__.py`` is cloned, and its modules import
+    their neighbours as top-level modules (``bindings.ModuleIndex.run_folders``). ``roots``:
+    ``IndexStore.source_roots()``."""
+    out = {}
+    for name, r in roots.items():
+        if r.get("kind") != "path" or r.get("import_root"):
+            continue
+        folder = Path(r["origin"])
+        if (Path(r["root"]) == folder.parent and (folder / "__init__.py").is_file()
+                and (folder / ".git").exists()):
+            out[name] = folder.name
+    return out
+
+
 def _git_head(path: Path) -> str | None:
     """The commit of a local directory that is a git work tree: HEAD, read from ``.git``, and
     only if the work tree tracks files under ``path`` (one ``git ls-files``): a folder of
