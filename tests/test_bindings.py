@@ -181,6 +181,48 @@ def test_a_module_beside_the_folder_a_script_runs_in(tmp_path):
     assert index.lookup(entry(index, "pkg.ops.norm"), "triton").kind == "external"
 
 
+def test_a_folder_its_source_imports_through_by_name_is_no_script_folder(tmp_path):
+    """safari's ``src/tasks/tasks.py`` imports ``src.tasks.metrics`` by its full name, so its
+    scripts run at the root, and its ``import torchmetrics as tm`` and ``from torchmetrics
+    import MetricCollection`` are the installed package, not the neighbour
+    ``src/tasks/torchmetrics.py`` (the file held a module object of that neighbour, which has
+    no ``MetricCollection``). A folder nothing imports through by name still is one."""
+    write_tree(tmp_path, {
+        "src/tasks/metrics.py": "def mse(a, b):\n    return a - b\n",
+        "src/tasks/torchmetrics.py": "def accuracy(a, b):\n    return a\n",
+        "src/tasks/tasks.py": ("import src.tasks.metrics as M\nimport torchmetrics as tm\n"
+                               "from torchmetrics import MetricCollection\n"),
+        "tools/helper.py": "class Helper:\n    pass\n",
+        "tools/run.py": "from helper import Helper\n",
+    })
+    index = module_index({"r": tmp_path})
+    tasks = entry(index, "src.tasks.tasks")
+    assert index.lookup(tasks, "M").name == "src.tasks.metrics"
+    t = index.lookup(tasks, "tm")
+    assert (t.kind, t.name) == ("external", "torchmetrics")
+    assert index.lookup(tasks, "MetricCollection").kind == "external"
+    assert index.script_folder("torchmetrics", tasks) is None
+    t = index.lookup(entry(index, "tools.run"), "Helper")
+    assert (t.qualified, t.how) == ("tools.helper.Helper", "heuristic")
+
+
+def test_a_folder_a_module_puts_on_sys_path_by_a_relative_path_is_still_one(tmp_path):
+    """KAIR's ``models/network_faceenhancer.py`` runs ``sys.path.insert(0, 'models')`` and
+    ``from op import upfirdn2d`` (``models/op/``), and its scripts import
+    ``models.select_model`` by name: run at the root, they find ``op`` in ``models/``."""
+    write_tree(tmp_path, {
+        "models/op/__init__.py": "from .upfirdn2d import upfirdn2d\n",
+        "models/op/upfirdn2d.py": "def upfirdn2d(x):\n    return x\n",
+        "models/select_model.py": "def define_model():\n    pass\n",
+        "models/net.py": ("import sys\nif 'models' not in sys.path:\n"
+                          "    sys.path.insert(0, 'models')\nfrom op import upfirdn2d\n"),
+        "main.py": "from models.select_model import define_model\n",
+    })
+    index = module_index({"r": tmp_path})
+    t = index.lookup(entry(index, "models.net"), "upfirdn2d")
+    assert (t.qualified, t.how) == ("models.op.upfirdn2d.upfirdn2d", "heuristic")
+
+
 def test_a_name_two_star_imports_bind_is_the_one_run_last_when_read(tmp_path):
     """torch_mimicry's ``modules/__init__.py`` runs ``from .layers import *`` (an ``SNLinear``
     function wrapping ``nn.Linear``), ``from .resblocks import *``, then ``from

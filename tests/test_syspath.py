@@ -58,6 +58,21 @@ def test_what_cannot_be_worked_out_or_leaves_the_source_is_left_out():
     assert folders(code, "top.py") == ()
 
 
+def test_a_relative_path_of_its_own_is_kept_marked_as_the_working_folders():
+    """KAIR's ``sys.path.insert(0, 'models')`` points into the working folder, whichever it
+    is: kept, marked, for engine.bindings; a path above it is left out like the others."""
+    code = """
+        import sys
+        op_path = 'models'
+        if op_path not in sys.path:
+            sys.path.insert(0, op_path)
+        sys.path.insert(0, 'models')
+        sys.path.append('./lib/')
+        sys.path.append('../other')
+    """
+    assert folders(code, "models/net.py") == ("cwd:models", "cwd:lib")
+
+
 def test_inside_a_function_it_runs_only_when_called():
     code = """
         import os, sys

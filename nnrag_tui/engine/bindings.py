@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 from nnrag_tui.engine.facts import ImportRecord, ModuleFacts, Symbol
+from nnrag_tui.engine.syspath import CWD
 
 BUILTINS = frozenset(dir(builtins)) | {"__file__", "__name__", "__doc__", "__spec__",
                                        "__package__", "__loader__", "__path__", "__builtins__"}
@@ -152,6 +153,8 @@ class ModuleIndex:
         inserted: dict[str, list[str]] = {}
         for e in self.entries.values():
             for folder in e.facts.path_inserts:
+                if folder.startswith(CWD):
+                    continue  # (where it points depends on the working folder: _cwd_folders)
                 if folder not in inserted.setdefault(e.source, []):
                     inserted[e.source].append(folder)
         out: dict[str, list[str]] = {}
@@ -240,25 +243,58 @@ class ModuleIndex:
         return Target(t.kind, t.name, t.entry, t.attr, "heuristic", min(t.confidence, 0.8),
                       t.note)
 
+    @functools.cached_property
+    def _cwd_folders(self) -> dict[str, frozenset[str]]:
+        """{source: the folders (dotted prefixes) its modules put on ``sys.path`` as relative
+        paths of their own (engine.syspath.CWD)}: KAIR's ``models/network_faceenhancer.py``
+        runs ``sys.path.insert(0, 'models')``, then ``from op import upfirdn2d``; a script run
+        at the root, as KAIR's are, finds ``models/op`` so."""
+        out: dict[str, set[str]] = {}
+        for e in self.entries.values():
+            for folder in e.facts.path_inserts:
+                if folder.startswith(CWD):
+                    out.setdefault(e.source, set()).add(
+                        folder.removeprefix(CWD).strip("/").replace("/", "."))
+        return {source: frozenset(folders) for source, folders in out.items()}
+
+    @functools.cached_property
+    def _entered(self) -> dict[str, frozenset[str]]:
+        """{source: the folders (dotted prefixes) its modules' absolute imports name}: a
+        folder imported through by name (safari's ``import src.tasks.metrics as M``) is
+        reached from a folder above it, where the scripts run, not run in itself."""
+        out: dict[str, set[str]] = {}
+        for e in self.entries.values():
+            names = out.setdefault(e.source, set())
+            for r in e.facts.imports:
+                if r.level == 0 and r.target:
+                    parts = r.target.split(".")
+                    names.update(".".join(parts[:i]) for i in range(1, len(parts) + 1))
+        return {source: frozenset(names) for source, names in out.items()}
+
     def run_folders(self, importer: ModuleEntry) -> list[str]:
         """The folders above ``importer`` (dotted module prefixes, innermost first) that no
         package of its source encloses; the source's root is not one (``find_module``). The
         root folder of a checkout indexed as a package (``checkout_packages``) is one: ACNet's
         root holds an ``__init__.py`` and ``builder.py``, and its modules import ``from
-        builder import ConvBuilder``, as its scripts run there."""
+        builder import ConvBuilder``, as its scripts run there. A folder the source's imports
+        name (``_entered``) is none: safari's ``src/tasks/tasks.py`` runs ``import
+        src.tasks.metrics as M`` and ``import torchmetrics as tm``, the installed package, not
+        its neighbour ``src/tasks/torchmetrics.py``, as its scripts run at the root; unless a
+        module puts it on ``sys.path`` by a relative path (``_cwd_folders``)."""
         hit = self._folders.get(importer.key)
         if hit is None:
             parts = importer.module.split(".")
+            entered = (self._entered.get(importer.source, frozenset())
+                       - self._cwd_folders.get(importer.source, frozenset()))
             hit = []
             for i in range(1, len(parts)):
                 prefix = ".".join(parts[:i])
-                if i == 1 and self.checkout_packages.get(importer.source) == prefix:
-                    hit.append(prefix)
-                    continue
-                if any(e.source == importer.source and e.facts.is_package
-                       for e in self.by_module.get(prefix, ())):
+                checkout = i == 1 and self.checkout_packages.get(importer.source) == prefix
+                if not checkout and any(e.source == importer.source and e.facts.is_package
+                                        for e in self.by_module.get(prefix, ())):
                     break  # (a package's folder, and every folder inside it)
-                hit.append(prefix)
+                if prefix not in entered:
+                    hit.append(prefix)
             hit.reverse()
             self._folders[importer.key] = hit
         return hit

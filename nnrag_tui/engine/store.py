@@ -16,7 +16,7 @@ from typing import Iterable, Iterator
 from nnrag_tui.engine.errors import StoreError
 from nnrag_tui.engine.facts import GETATTR, Block, Guard, ImportRecord, ModuleFacts, Symbol
 
-SCHEMA_VERSION = 21  # 7: files.namespace_writes; 8: symbols.alias; 9: no script-only
+SCHEMA_VERSION = 22  # 7: files.namespace_writes; 8: symbols.alias; 9: no script-only
 # symbols; 10: an ``if TYPE_CHECKING:`` under a ``try``/``if`` guards as type_checking;
 # 11: a computed ``__all__`` leaves all_names unknown; 12: files.path_inserts; 13: not those of
 # a script run; 14: symbols.call_runs; 15: a module ``__getattr__``'s imports (the imports
@@ -26,7 +26,8 @@ SCHEMA_VERSION = 21  # 7: files.namespace_writes; 8: symbols.alias; 9: no script
 # whole network (``Generator``, ``Discriminator``) is an architecture (engine.discovery); 19: a
 # subclass of a framework's module class (``PreTrainedModel``, ``LightningModule``) is a block;
 # 20: a ``...Model`` is an architecture, and so is a subclass of one named for a whole network;
-# 21: symbols.builds, a class a size-variant function builds is an architecture
+# 21: symbols.builds, a class a size-variant function builds is an architecture; 22: path_inserts
+# keeps a literal relative folder, marked ``cwd:`` (engine.syspath)
 BUSY_TIMEOUT_MS = 60_000
 
 SCHEMA = """

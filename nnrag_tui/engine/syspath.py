@@ -14,7 +14,9 @@ whose ``X`` it can work out without running anything: ``__file__`` through
 ``os.path.dirname``/``abspath``/``realpath``/``normpath``/``join`` with literal parts,
 ``pathlib.Path(__file__)``'s ``.parent``/``.parents[k]``/``/ "part"``/``.resolve()``/``str()``, and names
 bound above to such a value. It gives each folder as a path relative to the source's root, the
-way ``ModuleFacts.relpath`` is; a folder outside the source is left out.
+way ``ModuleFacts.relpath`` is; a folder outside the source is left out. A literal relative
+path (KAIR's ``sys.path.insert(0, 'models')``) points into the working folder, wherever the
+script runs: it is kept marked (``CWD``), as a folder scripts run at the root would add.
 engine.bindings looks an absolute module up under such a folder where the source has no
 module of that name itself.
 """
@@ -25,6 +27,9 @@ import ast
 import posixpath
 
 _PATH_FUNCS = {"abspath", "realpath", "normpath"}
+# marks a folder given as a relative path of its own (KAIR's ``sys.path.insert(0, 'models')``),
+# which depends on the working folder: ``cwd:models``, if the scripts run at the source's root
+CWD = "cwd:"
 
 
 def sys_path_folders(body: list[ast.stmt], relpath: str) -> tuple[str, ...]:
@@ -46,7 +51,8 @@ def sys_path_folders(body: list[ast.stmt], relpath: str) -> tuple[str, ...]:
             folder = _folder(arg, here, names) if arg is not None else None
             if folder is not None and folder not in found:
                 found.append(folder)
-    return tuple(f for f in found if f != ".." and not f.startswith("../"))
+    return tuple(f for f in found if f.removeprefix(CWD) != ".."
+                 and not f.removeprefix(CWD).startswith("../"))
 
 
 def _top_level(body: list[ast.stmt]):
@@ -91,7 +97,10 @@ def _path(node: ast.expr, here: str, names: dict[str, str]) -> str | None:
             return posixpath.join(here, "__file__") if here else "__file__"
         return names.get(node.id)
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
-        return None  # a path of its own: where it points depends on the working directory
+        # a path of its own: where it points depends on the working folder (CWD)
+        if not node.value or posixpath.isabs(node.value):
+            return None
+        return CWD + posixpath.normpath(node.value)
     if isinstance(node, ast.Call):
         func = node.func
         name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
