@@ -40,3 +40,50 @@ def test_the_try_body_ends_with_the_module_no_blank_lines_before_except():
 def test_indented_leaves_blank_lines_and_string_continuations():
     code = 'x = """a\nb"""\n\ny = f"""{x}\nc"""\n'
     assert indented(code, "    ") == '    x = """a\nb"""\n\n    y = f"""{x}\nc"""\n'
+
+
+CUROPE = {
+    "models/curope/__init__.py": "from .curope2d import cuRoPE2D\n",
+    "models/curope/curope2d.py": (
+        "import torch\n\n"
+        "try:\n"
+        "    import nnrag_missing_curope as _kernels  # installed\n"
+        "except ModuleNotFoundError:\n"
+        "    from . import curope as _kernels  # built in place\n\n\n"
+        "class cuRoPE2D(torch.nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        return _kernels.rope_2d(x)\n"),
+    "models/pos_embed.py": (
+        "import torch\n\n"
+        "try:\n"
+        "    from models.curope import cuRoPE2D\n"
+        "    RoPE2D = cuRoPE2D\n"
+        "except ImportError:\n"
+        "    class RoPE2D(torch.nn.Module):\n"
+        "        slow = True\n\n"
+        "        def forward(self, x):\n"
+        "            return x\n"),
+}
+
+
+def test_a_module_whose_own_try_fails_on_every_branch_goes_inside_the_guard(tmp_path):
+    """CroCo's ``curope2d.py`` imports its compiled kernels in a ``try`` whose ``except
+    ModuleNotFoundError:`` imports them too (installed, or built in place), and
+    ``pos_embed.py`` imports it in a ``try`` whose ``except ImportError:`` defines a slower
+    ``RoPE2D``. Without the kernels upstream's ``RoPE2D`` is that one; the file held the
+    kernels' ``try`` at its top and raised ModuleNotFoundError as a whole."""
+    import subprocess
+    import sys
+
+    from helpers import extract_tree
+
+    res = extract_tree(tmp_path, CUROPE, "models.pos_embed:RoPE2D")
+    code = res.generated.code
+    assert "runs inside this `try`, indented" in code
+    path = tmp_path / "RoPE2D.py"
+    path.write_text(code)
+    run = subprocess.run([sys.executable, "-I", "-c",
+                          f"import runpy; print(runpy.run_path({str(path)!r})['RoPE2D'].slow)"],
+                         capture_output=True, text=True, cwd=tmp_path, check=False)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == "True"

@@ -260,7 +260,8 @@ def _nested_note(closure: Closure, m: NestedModule) -> str:
     if more:
         relpath += (f" (with {len(more)} more module{'s' if len(more) > 1 else ''} only "
                     "this import leads to)")
-    packages = sorted({closure.externals[i].module.split(".")[0] for i in m.externals})
+    packages = sorted({closure.externals[i].module.split(".")[0] for i in m.externals}
+                      | set(m.fallbacks))
     if m.guard == "if":
         return (f"{relpath} runs inside this `if`, indented, where upstream imports it: only "
                 f"where the condition holds, as upstream's import (it imports "

@@ -13,7 +13,10 @@ standard library nor torch) is emitted where upstream imports it: its statements
 imports of such packages, go inside the ``try`` right above what the import became, indented
 one level. That is what upstream's import does, step by step: without the package the import
 raises ImportError before any of the module's definitions exist, and the fallback holds. Lines
-inside a multi-line string keep their text (engine.rewrite.indented).
+inside a multi-line string keep their text (engine.rewrite.indented). A module counts as
+importing such a package also where it imports it in a ``try`` of its own whose every branch
+imports one (CroCo's ``try: import curope as _kernels except ModuleNotFoundError: from . import
+curope as _kernels``, its compiled kernels either way): that ``try`` fails as a whole.
 
 The same holds for an import right in the body of a module-level ``if`` (NeMo's
 ``ngram_lm_batched.py``: ``if TRITON_AVAILABLE: import triton; from .ngram_lm_triton import
@@ -70,6 +73,9 @@ class NestedModule:
     # import runs first: matgl's ``try: from matgl.layers._embedding_warp import ...`` runs
     # ``matgl.ops`` and ``matgl.kernels``, and those ``import warp``
     helpers: list[tuple[str, str]] = field(default_factory=list)
+    # the modules its own ``try`` statements import where every branch imports one that may
+    # be missing (``_failing_fallback``): its import fails without them, external or not
+    fallbacks: list[str] = field(default_factory=list)
 
     @property
     def modules(self) -> set[tuple[str, str]]:
@@ -111,7 +117,8 @@ def nesting(closure: Closure, ext_users: dict[str, set[NodeId]],
     nests: dict[NodeId, list[NestedModule]] = {}
     for m in guarded:
         m.externals = sorted(i for i, users in movable.items() if m.modules & users)
-        if m.externals:
+        m.fallbacks = sorted({name for n in m.nodes for name in _failing_fallback(closure, n)})
+        if m.externals or m.fallbacks:
             nests.setdefault(m.site, []).append(m)
     kept = []
     for g in groups:
@@ -373,6 +380,32 @@ def _guard(closure: Closure, site: NodeId, line: int
                     return None
                 return kind, (node.lineno, i)
     return None
+
+
+def _failing_fallback(closure: Closure, node: NodeId) -> list[str]:
+    """The modules the statement ``node`` imports, where it is a ``try`` whose body and every
+    handler that catches ImportError import a package that may be missing, kept as an import
+    (else none): the statement then raises ImportError where they are missing. CroCo's ``models/curope/curope2d.py`` has ``try:
+    import curope as _kernels`` (its compiled kernels, installed) ``except
+    ModuleNotFoundError: from . import curope as _kernels`` (built in place), and its
+    ``pos_embed.py`` imports it in a ``try`` whose ``except ImportError:`` defines a slower
+    ``RoPE2D``: without the kernels, that fallback holds upstream."""
+    st = closure.modules[node[0]].stmts[node[1]].node
+    if not isinstance(st, ast.Try):
+        return []
+    imports = closure.entries[node[0]].imports.values()
+
+    def failing(body: list[ast.stmt]) -> list[str]:
+        lines = {s.lineno for s in body if isinstance(s, (ast.Import, ast.ImportFrom))}
+        # (one the file keeps: an inlined one is a definition of the corpus)
+        return [rec.target or rec.module for recs in imports for rec in recs
+                if rec.line in lines and closure.guarded_imports.get(
+                    (node, rec.line, rec.bound)) is None
+                and _may_be_missing(rec.target or rec.module)]
+
+    handlers = [h for h in st.handlers if _catches(h.type)]
+    found = [failing(b) for b in (st.body, *(h.body for h in handlers))]
+    return [m for names in found for m in names] if handlers and all(found) else []
 
 
 def _catches(expr: ast.expr | None) -> bool:
