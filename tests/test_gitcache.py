@@ -99,6 +99,15 @@ def test_clone_sparse_paths(remote: Remote, tmp_path: Path) -> None:
     assert not list(dest.parent.glob(".repo.tmp-*"))
 
 
+def test_a_sparse_clone_has_the_roots_setup_py(remote: Remote, tmp_path: Path) -> None:
+    """It names the compiled extensions that building the package makes (pytorch3d's
+    ``pytorch3d._C``), which the package's modules import (engine.extensions)."""
+    remote.push_change({"setup.py": "from setuptools import setup\n", "tools/run.py": "\n"})
+    dest = tmp_path / "cache" / "repo"
+    gitcache.checkout(remote.url, dest, paths=("pkg",))
+    assert files_of(dest) == {"pkg/__init__.py", "pkg/a.py", "pkg/sub/b.py", "setup.py"}
+
+
 def test_server_without_filter_support(remote: Remote, tmp_path: Path) -> None:
     git("config", "uploadpack.allowFilter", "false", cwd=remote.bare)
     dest = tmp_path / "repo"

@@ -105,6 +105,36 @@ def test_a_compiled_module_of_the_package_is_named_as_such(tmp_path):
             "(upstream was written against another version)") in code
 
 
+def test_a_submodule_a_source_tree_lacks_until_built_stays_an_import(tmp_path):
+    """pytorch3d's ``from pytorch3d import _C``: its checkout has ``csrc/`` and no ``_C``,
+    which building the package makes (its ``setup.py`` names ``pytorch3d._C``). The name was
+    unresolved and the import dropped, so the file raised NameError where, with pytorch3d
+    installed, upstream runs; the import stays as written now, and the header says the file
+    needs the package. A name nothing declares is still unresolved (tests/
+    test_unresolved_report.py: timm_3d's ``LayerNorm2d``, which its ``layers`` lacks)."""
+    root = write_tree(tmp_path / "src", {
+        "setup.py": ("from setuptools import setup\n"
+                     "from torch.utils.cpp_extension import CppExtension\n\n"
+                     "setup(name='pkgc', ext_modules=[CppExtension('pkgc._C', "
+                     "['csrc/ext.cpp'])])\n"),
+        "pkgc/__init__.py": "",
+        "pkgc/helpers.py": "def scale(x):\n    return x\n",
+        "pkgc/layers.py": (
+            "import torch.nn as nn\n"
+            "from pkgc import _C\n"
+            "from pkgc.helpers import retired\n\n\n"
+            "class Fused(nn.Module):\n"
+            "    def forward(self, x):\n"
+            "        return retired(_C.fused_add(x, x))\n"),
+    })
+    code = code_of(tmp_path, "pkgc", root, "Fused")
+    assert "from pkgc import _C\n" in code
+    assert ("# note: imports pkgc._C: compiled extension modules that building pkgc makes "
+            "(its setup.py names them), which have no Python source to copy, kept as imports, "
+            "so the file needs pkgc installed") in code
+    assert "# unresolved: retired (pkgc.layers:" in code and "_C (" not in code
+
+
 def test_a_name_from_a_folder_without_init_is_not_called_outside_the_paths(tmp_path):
     """zetascale's ``zeta/ops`` has ``__Init__.py`` and no ``__init__.py``: a namespace
     package, so ``from zeta.ops import Decoder`` fails upstream too on a file system where

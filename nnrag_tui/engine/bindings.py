@@ -13,7 +13,7 @@ import builtins
 import functools
 import sys
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import Callable, Iterable
 
 from nnrag_tui.engine.facts import ImportRecord, ModuleFacts, Symbol
 from nnrag_tui.engine.syspath import CWD
@@ -93,11 +93,15 @@ class Target:
 
 class ModuleIndex:
     def __init__(self, rows: Iterable[tuple[str, int, int, ModuleFacts]],
-                 checkout_packages: dict[str, str] | None = None) -> None:
+                 checkout_packages: dict[str, str] | None = None,
+                 extension: Callable[[str], bool] | None = None) -> None:
         """``rows``: the indexed modules; ``checkout_packages``: {source: package} for a source
         that is a repository checkout whose root folder is itself a package, indexed under
-        that package's name (sources.checkout_packages): its scripts run in that folder."""
+        that package's name (sources.checkout_packages): its scripts run in that folder;
+        ``extension``: whether a module is a compiled extension of the sources
+        (engine.extensions), none without it."""
         self.checkout_packages = dict(checkout_packages or {})
+        self.extension = extension or (lambda module: False)
         self.entries: dict[tuple[str, str], ModuleEntry] = {}
         self.by_module: dict[str, list[ModuleEntry]] = {}
         self.priority: dict[str, int] = {}
@@ -448,6 +452,12 @@ class ModuleIndex:
         if sub is not None:
             return self._beside(Target("module", sub.module, sub, how="import"),
                                 f"{rec.target}.{rec.name}", entry)
+        if src is not None and src.facts.is_package and \
+                self.extension(f"{rec.target}.{rec.name}"):
+            # ``from pytorch3d import _C``: the package's compiled extension, which has no
+            # Python source; upstream's import loads it, and the file keeps the import
+            # (Resolver.note_unindexed_imports says so)
+            return Target("external", f"{rec.target}.{rec.name}", how="import")
         if src is not None:
             return Target("unresolved", rec.name,
                           note=f"{rec.target} has no {rec.name!r}")

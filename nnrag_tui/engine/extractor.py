@@ -152,12 +152,14 @@ class BlockExtractor:
         """The resolver over the current index, built once per index state."""
         if self._resolver is None:
             from nnrag_tui.engine.bindings import ModuleIndex
+            from nnrag_tui.engine.extensions import Extensions
             from nnrag_tui.engine.resolve import Resolver
             from nnrag_tui.engine.sources import checkout_packages
 
             self.warm_index_once()
             sources = self.store.source_roots()
-            index = ModuleIndex(self.store.load_modules(), checkout_packages(sources))
+            index = ModuleIndex(self.store.load_modules(), checkout_packages(sources),
+                                Extensions(r["root"] for r in sources.values()))
             roots = {k: v["root"] for k, v in sources.items()}
             self._resolver = Resolver(index, roots, self.external_packages(index))
         return self._resolver

@@ -30,8 +30,9 @@ GIT_TIMEOUT = 600.0  # seconds allowed for one git call (network calls included)
 POLICIES = ("never", "missing", "always")
 MARKER = "nnrag-source.json"  # kept in <dest>/.git
 # 2: the sparse checkout has the Python files of the folders the paths start in (1: the paths
-# alone); a clone of another layout is made again where the network may be used
-LAYOUT = 2
+# alone); 3: and the root's setup.py (engine.extensions); a clone of another layout is made
+# again where the network may be used
+LAYOUT = 3
 _SAFE = ("-c", "protocol.ext.allow=never", "-c", "advice.detachedHead=false")
 _SCRUB = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY",
           "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_NAMESPACE", "GIT_CEILING_DIRECTORIES")
@@ -222,14 +223,16 @@ def _locked(path: Path) -> Iterator[None]:
 
 
 def sparse_patterns(paths: Sequence[str]) -> str:
-    """The sparse checkout of ``paths``: each path whole, and the Python files of the folder
-    each path starts in. Indexing walks ``paths`` only; the other modules of the package are
-    read where a class's base lives among them (``transformers/models`` derives from
-    ``transformers.modeling_utils``) and named in the header as modules the file imports, so
-    they must be on disk too: code only, never data or weights."""
+    """The sparse checkout of ``paths``: each path whole, the Python files of the folder
+    each path starts in, and the root's ``setup.py``. Indexing walks ``paths`` only; the other
+    modules of the package are read where a class's base lives among them
+    (``transformers/models`` derives from ``transformers.modeling_utils``) and named in the
+    header as modules the file imports, so they must be on disk too; ``setup.py`` names the
+    compiled extensions building the package makes (engine.extensions): code only, never data
+    or weights."""
     tops = sorted({p.split("/")[0] for p in paths if "/" in p})
     return "".join(["/" + _escape(p) + "\n" for p in paths]
-                   + [f"/{_escape(top)}/**/*.py\n" for top in tops])
+                   + [f"/{_escape(top)}/**/*.py\n" for top in tops] + ["/setup.py\n"])
 
 
 def _escape(path: str) -> str:

@@ -44,6 +44,7 @@ from nnrag_tui.engine.dynimport import (
 )
 from nnrag_tui.engine.emission import emission_order
 from nnrag_tui.engine.errors import ResolutionError
+from nnrag_tui.engine.extensions import compiled_on_disk
 from nnrag_tui.engine.facts import Block, ImportRecord
 from nnrag_tui.engine.flow import definitely_bound
 from nnrag_tui.engine.import_locations import handed_lists, location_notes
@@ -158,18 +159,9 @@ class Resolver:
 
     def compiled_on_disk(self, module: str) -> bool:
         """Whether a source's tree has ``module`` only as a compiled extension (compressai's
-        ``_CXX.cpython-311-x86_64-linux-gnu.so`` in its wheel) or a stub of one: no Python
-        source to copy, whichever platform it was built for."""
-        parent, _, last = module.replace(".", "/").rpartition("/")
-        for root in self.roots.values():
-            folder = f"{root}/{parent}" if parent else root
-            if not root or not os.path.isdir(folder):
-                continue
-            for name in os.listdir(folder):
-                stem, _, suffix = name.rpartition(".")
-                if (suffix in ("so", "pyd") and stem.split(".")[0] == last) or name == f"{last}.pyi":
-                    return True
-        return False
+        ``_CXX.cpython-311-x86_64-linux-gnu.so`` in its wheel) or a stub of one
+        (engine.extensions)."""
+        return compiled_on_disk(self.roots.values(), module)
 
     def sys_modules_writer(self, module: str) -> str | None:
         """The ``__init__.py`` (its path in the source) of an indexed package above ``module``
@@ -998,7 +990,17 @@ class _ClosureBuilder:
                         if imp.module.split(".")[0] in self.index.packages
                         and self.index.find_module(imp.module, None) is None
                         and not self.r.is_external(imp.module)})
+        # ``from pytorch3d import _C``: a compiled extension of an indexed package (bindings.
+        # follow_import), which a source tree has only once the package is built
+        subs = sorted({f"{imp.module}.{imp.name}" for imp in self.externals.values()
+                       if imp.name is not None and not self.r.is_external(imp.module)
+                       and (e := self.index.find_module(imp.module, None)) is not None
+                       and e.facts.is_package
+                       and self.index.find_module(f"{imp.module}.{imp.name}", None) is None
+                       and self.index.extension(f"{imp.module}.{imp.name}")})
         compiled = [m for m in found if not self.r.on_disk(m) and self.r.compiled_on_disk(m)]
+        compiled += [m for m in subs if self.r.compiled_on_disk(m)]
+        built = [m for m in subs if m not in compiled]
         missing = [m for m in found if not self.r.on_disk(m) and m not in compiled]
         mods = [m for m in found if m not in missing and m not in compiled]
         for m in list(mods):
@@ -1037,6 +1039,12 @@ class _ClosureBuilder:
                 f"imports {', '.join(compiled)}: compiled extension modules of {tops}, which "
                 f"have no Python source to copy, kept as imports, so the file needs {tops} "
                 "installed")
+        if built:
+            tops = _packages(built)
+            self.notes.append(
+                f"imports {', '.join(built)}: compiled extension modules that building {tops} "
+                f"makes (its setup.py names them), which have no Python source to copy, kept "
+                f"as imports, so the file needs {tops} installed")
         for m in list(missing):
             init = self.r.sys_modules_writer(m)
             if init:
