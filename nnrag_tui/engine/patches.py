@@ -168,15 +168,38 @@ def call_arguments(node: ast.stmt) -> tuple[str, dict[int | str, str]] | None:
     return (call.func.id, args) if args else None
 
 
+def _module_of(expr: ast.expr, names: set[str]) -> str | None:
+    """``C`` for ``sys.modules[C.__module__]`` where ``C`` is one of ``names``."""
+    if isinstance(expr, ast.Subscript) and dotted(expr.value) == "sys.modules" and \
+            isinstance(expr.slice, ast.Attribute) and expr.slice.attr == "__module__" and \
+            isinstance(expr.slice.value, ast.Name) and expr.slice.value.id in names:
+        return expr.slice.value.id
+    return None
+
+
 def mutated_parameters(fn: ast.stmt) -> frozenset[int | str]:
     """The parameters (by position and by name) whose object a function changes in place: an
     attribute or item stored or deleted on it, at any depth (``cfg.gnn = CN()``,
-    ``cfg.model.type = 'gnn'``). Rebinding the parameter itself changes nothing outside."""
+    ``cfg.model.type = 'gnn'``, ``setattr(cfg, k, v)``), or on the module that defines it
+    (``setattr(sys.modules[C.__module__], name, dc)``). Rebinding the parameter itself changes
+    nothing outside."""
     if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return frozenset()
     a = fn.args
     positional = [p.arg for p in (*a.posonlyargs, *a.args)]
     names = set(positional) | {p.arg for p in a.kwonlyargs}
+    # a local bound to the module that defines a parameter, ``module =
+    # sys.modules[C.__module__]``: pytorch3d's ``enable_get_default_args(C)`` stores a
+    # dataclass of ``C``'s defaults there, which ``get_default_args(C)`` reads back
+    stands_for = {n.targets[0].id: p for n in ast.walk(fn)
+                  if isinstance(n, ast.Assign) and len(n.targets) == 1
+                  and isinstance(n.targets[0], ast.Name)
+                  and (p := _module_of(n.value, names)) is not None}
+
+    def changed_root(t: ast.expr) -> str | None:
+        r = _module_of(t, names) or _root(t)
+        return stands_for.get(r, r) if r is not None else None
+
     changed: set[str] = set()
     for n in ast.walk(fn):
         targets: list[ast.expr] = []
@@ -186,9 +209,14 @@ def mutated_parameters(fn: ast.stmt) -> frozenset[int | str]:
             targets = [n.target]
         elif isinstance(n, ast.Delete):
             targets = n.targets
+        elif isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and \
+                n.func.id in ("setattr", "delattr") and n.args:
+            r = changed_root(n.args[0])
+            if r in names:
+                changed.add(r)
         for t in targets:
             if isinstance(t, (ast.Attribute, ast.Subscript)):
-                r = _root(t)
+                r = changed_root(t.value) if isinstance(t.value, ast.Name) else _root(t)
                 if r in names:
                     changed.add(r)
     out: set[int | str] = set(changed)
