@@ -77,7 +77,7 @@ from nnrag_tui.engine.moduleobject import (
     reads_resources,
     unsure_members,
 )
-from nnrag_tui.engine.parse import resolve_relative
+from nnrag_tui.engine.parse import dotted, resolve_relative
 from nnrag_tui.engine.registry_scope import scope_registries, shared_tree_clashes
 from nnrag_tui.engine.side_effects import SideEffects
 from nnrag_tui.engine.torchops import MAY_REGISTER, registered_ops
@@ -1508,7 +1508,8 @@ class _ClosureBuilder:
                     # another package's: kept as written, read or not (``try: import sklearn
                     # except ImportError: raise ...`` in peft checks that it is there)
                     continue
-                if not in_class_body and not ms.mentions_outside_imports(st, rec.bound):
+                if not in_class_body and not ms.mentions_outside_imports(st, rec.bound) \
+                        and not self.registers(t):
                     # (in a class body the import is a class attribute: kept whatever reads it)
                     self.guarded[(node, rec.line, rec.bound)] = UNUSED
                     continue
@@ -1540,6 +1541,22 @@ class _ClosureBuilder:
                 elif rec.target and rec.target.split(".")[0] in self.index.packages and \
                         self.index.find_module(rec.target, None) is None:
                     self.deferred_unindexed.add(rec.target)  # said once, in the header
+
+    def registers(self, t: Target) -> bool:
+        """Whether ``t`` is a corpus definition whose decorator registers it (``@registry.
+        register``, ``@MODELS.register_module()``): an import of it that nothing reads is
+        there for that, as pytorch3d's ``GenericModel.pre_expand`` imports ``LSTMRenderer``
+        and six more so that implicitron's registry has them when the model is configured."""
+        if t.kind != "def" or t.entry is None or t.attr or self.r.is_external(t.entry.module):
+            return False
+        ms = self.ms(t.entry)
+        for i in ms.binders.get(t.name, ()):
+            node = ms.stmts[i].node
+            for d in getattr(node, "decorator_list", ()):
+                name = dotted(d.func if isinstance(d, ast.Call) else d) or ""
+                if name.rpartition(".")[2].startswith("register"):
+                    return True
+        return False
 
     def external_def(self, entry: ModuleEntry, name: str, t: Target,
                      rec: ImportRecord | None = None) -> ExternalImport:
