@@ -385,11 +385,12 @@ def _guard(closure: Closure, site: NodeId, line: int
 def _failing_fallback(closure: Closure, node: NodeId) -> list[str]:
     """The modules the statement ``node`` imports, where it is a ``try`` whose body and every
     handler that catches ImportError import a package that may be missing, kept as an import
-    (else none): the statement then raises ImportError where they are missing. CroCo's ``models/curope/curope2d.py`` has ``try:
-    import curope as _kernels`` (its compiled kernels, installed) ``except
-    ModuleNotFoundError: from . import curope as _kernels`` (built in place), and its
-    ``pos_embed.py`` imports it in a ``try`` whose ``except ImportError:`` defines a slower
-    ``RoPE2D``: without the kernels, that fallback holds upstream."""
+    (else none): the statement then raises ImportError where they are missing. CroCo's
+    ``models/curope/curope2d.py`` has ``try: import curope as _kernels`` (its compiled
+    kernels, installed) ``except ModuleNotFoundError: from . import curope as _kernels``
+    (built in place), and its ``pos_embed.py`` imports it in a ``try`` whose ``except
+    ImportError:`` defines a slower ``RoPE2D``: without the kernels, that fallback holds
+    upstream."""
     st = closure.modules[node[0]].stmts[node[1]].node
     if not isinstance(st, ast.Try):
         return []

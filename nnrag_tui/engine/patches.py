@@ -216,7 +216,7 @@ def mutated_parameters(fn: ast.stmt) -> frozenset[int | str]:
                 changed.add(r)
         for t in targets:
             if isinstance(t, (ast.Attribute, ast.Subscript)):
-                r = changed_root(t.value) if isinstance(t.value, ast.Name) else _root(t)
+                r = changed_root(t.value)
                 if r in names:
                     changed.add(r)
     out: set[int | str] = set(changed)
