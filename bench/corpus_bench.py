@@ -127,6 +127,9 @@ def main() -> None:
                 print(f"  undefined  {name}: {'; '.join(msgs)[:300]}")
             for name, why in f["differs"].items():
                 print(f"  differs    {name}: {why}")
+            for name, why in f["differs_only_after_other_jobs"].items():
+                print(f"  differed only after other jobs' imports (alone: the verdict above) "
+                      f"{name}: {why}")
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(report, indent=1) + "\n")
 

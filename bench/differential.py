@@ -847,6 +847,24 @@ def _run_one(job: dict, blockrun, timeout: float, setup: list[str]) -> dict:
     return msg
 
 
+def _verdict_alone(job: dict, setup: list[str], timeout: float) -> dict | None:
+    """``job`` measured again in a fresh interpreter set up as this one (``setup``), where
+    upstream's module is the only one of the sources imported; None where that run gave no
+    answer. The run here imports every job's module into one process, and what an earlier
+    module left there can change upstream's class: PyTorch3D's implicitron registry held the
+    classes of every module imported before, and ``OverfitModel``'s repr with it."""
+    cmd = [sys.executable, "-I", __file__, *setup, "--timeout", str(timeout), "--alone"]
+    try:
+        proc = subprocess.run(cmd, input=json.dumps(job) + "\n", capture_output=True, text=True,
+                              timeout=2 * timeout + 120, check=False)
+    except subprocess.TimeoutExpired:
+        return None
+    lines = proc.stdout.strip().splitlines()
+    if proc.returncode != 0 or not lines:
+        return None
+    return json.loads(lines[-1])
+
+
 def _import_alone(path: str, setup: list[str], timeout: float) -> str | None:
     """None where the file at ``path`` imports in a fresh interpreter set up as this one
     (``setup``: the command line's sources, stand-ins and blanks), else what it raised."""
@@ -933,6 +951,9 @@ def main() -> None:
     ap.add_argument("--timeout", type=float, default=60.0)
     ap.add_argument("--import-alone", metavar="FILE",
                     help="only import FILE and say whether it raised (see _import_alone)")
+    ap.add_argument("--alone", action="store_true",
+                    help="measure each verdict only here, never again in a fresh interpreter "
+                    "(see _verdict_alone)")
     args = ap.parse_args()
     setup = [*(a for p in args.path for a in ("--path", p)),
              *(a for p in args.stub for a in ("--stub", p)),
@@ -988,6 +1009,13 @@ def main() -> None:
                 _forget_failed_import(before, own | set().union(
                     *map(_top_level_names, job.get("beside", []))))
             res = _run_one(job, blockrun, args.timeout, setup)
+        if res["verdict"] == "differs" and not args.alone:
+            # a difference counts where a fresh interpreter, in which a user imports upstream's
+            # module, shows it as well; the run here gives the verdict where it does not
+            alone = _verdict_alone(job, setup, args.timeout)
+            if alone is not None and alone["verdict"] != "differs":
+                res = {k: v for k, v in alone.items() if k not in ("key", "s")} | {
+                    "differs_after_other_jobs": res["reason"]}
         res["key"] = job["key"]
         res["s"] = round(time.perf_counter() - t, 3)
         print(json.dumps(res), file=results, flush=True)

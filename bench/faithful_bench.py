@@ -142,6 +142,9 @@ def summary(results: list[dict], failed: dict) -> dict:
         "differs": {r["key"]: r["reason"] for r in results if r["verdict"] == "differs"},
         "not_comparable": {r["key"]: r["reason"] for r in results
                            if r["verdict"] in ("not_comparable", "timeout")},
+        # measured again alone, in a fresh interpreter, after differing in the shared run
+        "differs_only_after_other_jobs": {r["key"]: r["differs_after_other_jobs"]
+                                          for r in results if "differs_after_other_jobs" in r},
         "compare_s_total": round(sum(r["s"] for r in results), 1),
     }
 

@@ -1067,3 +1067,69 @@ def test_a_stand_in_an_earlier_block_imported_is_missing_to_a_later_availability
     assert proc.returncode == 0, proc.stderr[-2000:]
     verdicts = [json.loads(line)["verdict"] for line in proc.stdout.splitlines()]
     assert verdicts == ["same", "same"], proc.stdout
+
+
+REGISTRY = '''\
+from torch import nn
+
+REGISTRY = {}
+
+
+def register(cls):
+    REGISTRY[cls.__name__] = cls
+    return cls
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        # one member per class registered when it is built
+        self.parts = nn.ModuleDict({name: nn.Identity() for name in sorted(REGISTRY)})
+
+    def forward(self, x):
+        return x
+'''
+
+
+def _run_jobs(tmp_path: Path, jobs: list[dict]) -> list[dict]:
+    cmd = [sys.executable, "-I", str(ROOT / "bench" / "differential.py"),
+           "--path", str(tmp_path / "own")]
+    proc = subprocess.run(cmd, input="".join(json.dumps(j) + "\n" for j in jobs),
+                          capture_output=True, text=True, timeout=600, check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return [json.loads(line) for line in proc.stdout.splitlines()]
+
+
+def test_a_difference_that_only_earlier_jobs_imports_make_is_measured_again_alone(tmp_path):
+    """PyTorch3D's ``OverfitModel`` builds one member per class in implicitron's registry,
+    which holds every class that a module imported so far registered. The harness imports
+    every job's module into one process, so upstream's model held members that the earlier
+    jobs' modules had registered, and it "differed" from the generated block, which is the
+    same in a fresh interpreter, as a user imports it. A difference is now measured again
+    alone; the shared run's reason is kept beside the verdict."""
+    write_tree(tmp_path / "own", {
+        "pkg/__init__.py": "",
+        "pkg/registry.py": REGISTRY,
+        "pkg/extra.py": "from torch import nn\n\nfrom pkg.registry import register\n\n\n"
+                        "@register\nclass Extra(nn.Module):\n    def forward(self, x):\n"
+                        "        return x\n",
+    })
+    gen = tmp_path / "Model.py"
+    gen.write_text(REGISTRY)
+    extra = tmp_path / "Extra.py"
+    extra.write_text((tmp_path / "own" / "pkg" / "extra.py").read_text()
+                     .replace("from pkg.registry import register", REGISTRY))
+    results = _run_jobs(tmp_path, [{"key": "pkg.extra:Extra", "file": str(extra)},
+                                   {"key": "pkg.registry:Model", "file": str(gen)}])
+    model = results[1]
+    assert model["verdict"] == "same", model
+    assert "repr" in model["differs_after_other_jobs"], model
+
+
+def test_a_difference_that_a_fresh_interpreter_shows_as_well_still_differs(tmp_path):
+    write_tree(tmp_path / "own", {"pkg/__init__.py": "", "pkg/registry.py": REGISTRY})
+    gen = tmp_path / "Model.py"
+    gen.write_text(REGISTRY.replace("sorted(REGISTRY)", "['Other']"))
+    results = _run_jobs(tmp_path, [{"key": "pkg.registry:Model", "file": str(gen)}])
+    assert results[0]["verdict"] == "differs", results
+    assert "differs_after_other_jobs" not in results[0], results
