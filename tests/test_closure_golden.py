@@ -233,6 +233,12 @@ MUST = {
     # a registry read only to refuse a name taken already (score_sde_pytorch's
     # ``register_model``), its function called only as a decorator: the classes only it would
     # bring stay out; a lookup by name, or a registration as a block is built, takes them all
+    # graphgym's ``register.layer_dict[name]``: a registry read through its module, filled
+    # by decorators that hand it to one helper storing into its parameter
+    ("module_registry", "General"): ["self.layer = layer_dict[name](dim)",
+                                     "@register_layer('linear')\nclass LinearLayer",
+                                     "@register_layer('tanh')\nclass TanhLayer"],
+    ("module_registry", "Picker"): ["head('a', HeadA)\nhead('b', HeadB)"],
     ("refusing_registry", "Small"): ["if local_name in _MODELS:", '@register_model(name="small")'],
     ("refusing_registry", "Looked"): ['@register_model(name="large")\nclass Large',
                                       "return _MODELS[name]"],
@@ -641,6 +647,9 @@ MUST_NOT = {
     ("try_fallback", "OtherNorm"): ["FusedNorm", "nnrag_missing_kernels", "try:"],
     ("registry", "KernelNet"): ["_gelu_kernel", "def gelu", "_ACTS", "_model_entrypoints"],
     ("identity_registry", "Small"): ["class Large", "class Counted"],
+    # a registry only handed to a helper that stores into it is never read: the other
+    # encoders registered beside the block are no part of it
+    ("module_registry", "EncA"): ["class EncB"],
     ("refusing_registry", "Small"): ["class Large", "class Looked", "def get_model"],
     ("guarded_const", "Attention"): ["_UNRELATED", "to_3tuple"],
     ("same_name", "Net"): ["LINEAR_SCALE"],

@@ -30,7 +30,17 @@ from __future__ import annotations
 import ast
 from collections.abc import Callable
 
+from nnrag_tui.engine.parse import dotted
+
 _FILLS = frozenset({"add", "append"})
+
+
+def is_use(node: ast.AST, name: str) -> bool:
+    """Whether ``node`` is a use of ``name``: a plain name, or a dotted chain through a module
+    (``register.layer_dict``)."""
+    if "." not in name:
+        return isinstance(node, ast.Name) and node.id == name
+    return isinstance(node, ast.Attribute) and dotted(node) == name
 
 
 def identity_uses_only(node: ast.AST, name: str) -> bool:
@@ -41,7 +51,7 @@ def identity_uses_only(node: ast.AST, name: str) -> bool:
         for child in ast.iter_child_nodes(parent):
             parents[child] = parent
     for use in ast.walk(node):
-        if isinstance(use, ast.Name) and use.id == name and \
+        if is_use(use, name) and \
                 not _membership(use, parents) and not _own_store(use, parents):
             return False
     return True
@@ -56,13 +66,39 @@ def write_only_uses(node: ast.AST, name: str) -> bool:
         for child in ast.iter_child_nodes(parent):
             parents[child] = parent
     for use in ast.walk(node):
-        if isinstance(use, ast.Name) and use.id == name and not _store_into(use, parents) \
+        if is_use(use, name) and not _store_into(use, parents) \
                 and not (_membership(use, parents) and _refuses(parents[use], parents)):
             return False
     return True
 
 
-def _store_into(use: ast.Name, parents: dict[ast.AST, ast.AST]) -> bool:
+def fills_only(fn: ast.FunctionDef | ast.AsyncFunctionDef, param: str) -> bool:
+    """Whether the function ``fn`` uses its parameter ``param`` only to fill it (as
+    ``write_only_uses`` sees it) or to hand it on to itself at the same place: graphgym's
+    ``register_base(mapping, key, module)`` refuses a key already ``in mapping``, stores
+    ``mapping[key] = module``, or returns a decorator calling ``register_base(mapping, key,
+    module)``. A registry handed to such a function is filled, never read."""
+    params = [p.arg for p in (*fn.args.posonlyargs, *fn.args.args)]
+    at = params.index(param) if param in params else None
+    parents: dict[ast.AST, ast.AST] = {}
+    for parent in ast.walk(fn):
+        for child in ast.iter_child_nodes(parent):
+            parents[child] = parent
+    for use in ast.walk(fn):
+        if not (isinstance(use, ast.Name) and use.id == param
+                and isinstance(use.ctx, ast.Load)):
+            continue
+        call = parents.get(use)
+        again = isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and \
+            call.func.id == fn.name and at is not None and at < len(call.args) and \
+            call.args[at] is use
+        if not (again or _store_into(use, parents)
+                or (_membership(use, parents) and _refuses(parents[use], parents))):
+            return False
+    return True
+
+
+def _store_into(use: ast.expr, parents: dict[ast.AST, ast.AST]) -> bool:
     """``NAME[k] = v``, or ``NAME.add(v)``/``NAME.append(v)`` whose value nobody reads."""
     parent = parents.get(use)
     if isinstance(parent, ast.Subscript) and parent.value is use:
@@ -118,7 +154,7 @@ def only_called(node: ast.AST, is_use: Callable[[ast.AST], bool]) -> bool:
     return all(id(n) in called for n in ast.walk(node) if is_use(n))
 
 
-def _membership(use: ast.Name, parents: dict[ast.AST, ast.AST]) -> bool:
+def _membership(use: ast.expr, parents: dict[ast.AST, ast.AST]) -> bool:
     """``x in NAME`` / ``x not in NAME``."""
     parent = parents.get(use)
     if not isinstance(parent, ast.Compare) or use not in parent.comparators:
@@ -127,7 +163,7 @@ def _membership(use: ast.Name, parents: dict[ast.AST, ast.AST]) -> bool:
     return isinstance(op, (ast.In, ast.NotIn))
 
 
-def _own_store(use: ast.Name, parents: dict[ast.AST, ast.AST]) -> bool:
+def _own_store(use: ast.expr, parents: dict[ast.AST, ast.AST]) -> bool:
     """``NAME.add(X)`` / ``NAME.append(X)`` in a function whose first parameter is ``X`` or
     which binds ``X`` by a ``class``/``def`` statement of its body."""
     attr = parents.get(use)

@@ -1004,8 +1004,11 @@ def registered_values(node: ast.stmt) -> frozenset[str]:
 def container_access(node: ast.stmt) -> tuple[frozenset[str], frozenset[str]]:
     """The names a statement reads as containers and the names it fills (``name[k] = v``,
     ``del name[k]``, ``name.add(...)``, ``name.update(...)``, ``name |= ...``, and the same
-    through attributes: ``name.table[k] = v``, ``name.table.update(...)``), in one pass.
-    Syntactic, not scope-aware: a heuristic for registries, said so where it is used."""
+    through attributes: ``name.table[k] = v``, ``name.table.update(...)``), in one pass. A use
+    through attributes also counts for each dotted chain it goes through (``register.
+    layer_dict[key]`` reads ``register`` and ``register.layer_dict``): a registry of another
+    module read through that module. Syntactic, not scope-aware: a heuristic for registries,
+    said so where it is used."""
     parents: dict[ast.AST, ast.AST] = {}
     names: list[ast.Name] = []
     for sub in ast.walk(node):
@@ -1024,18 +1027,17 @@ def container_access(node: ast.stmt) -> tuple[frozenset[str], frozenset[str]]:
         if isinstance(sub.ctx, ast.Del):
             continue
         holder: ast.expr = sub  # the attribute chain ``name.a.b`` that starts at ``name``
+        chain = [sub.id]
         while isinstance(parent, ast.Attribute) and parent.value is holder and \
                 parent.attr not in REGISTRY_WRITES:
             holder, parent = parent, parents.get(parent)
+            chain.append(f"{chain[-1]}.{holder.attr}")  # type: ignore[attr-defined]
         item_store = isinstance(parent, ast.Subscript) and parent.value is holder and \
             isinstance(parent.ctx, (ast.Store, ast.Del))
         mutator = isinstance(parent, ast.Attribute) and parent.value is holder and \
             parent.attr in REGISTRY_WRITES and isinstance(parents.get(parent), ast.Call) and \
             parents[parent].func is parent  # type: ignore[attr-defined]
-        if item_store or mutator:
-            writes.add(sub.id)
-        else:
-            reads.add(sub.id)
+        (writes if item_store or mutator else reads).update(chain)
     return frozenset(reads), frozenset(writes)
 
 

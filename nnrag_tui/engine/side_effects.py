@@ -25,7 +25,9 @@ from nnrag_tui.engine.config_keys import registrations, split_scope, type_keys
 from nnrag_tui.engine.import_locations import call_of, handed_lists
 from nnrag_tui.engine.imported_along import imported_along
 from nnrag_tui.engine.membership import (
+    fills_only,
     identity_uses_only,
+    is_use,
     only_called,
     runs_at_load_only,
     write_only_uses,
@@ -73,6 +75,8 @@ class SideEffects:
         self._not_registry: set[BindKey] = set()
         # (statement, registry name) -> whether it only stores into or refuses by it
         self._write_only: dict[tuple[NodeId, str], bool] = {}
+        # (statement, registry name) -> whether it only hands it to a function filling it
+        self._fill_only: dict[tuple[NodeId, str], bool] = {}
         # statement -> the names whose registry its calls fill through a method of their class
         self._fill_calls: dict[NodeId, frozenset[str]] = {}
         # (registry, string key) that a statement looks up, already searched for
@@ -103,7 +107,11 @@ class SideEffects:
         ``@register_model class Tiny``, ``_ACTS["tanh"] = torch.tanh``. Those statements, in
         the modules the closure already spans, are added. Returns whether any was."""
         registries: dict[BindKey, list[tuple[NodeId, str, bool]]] = {}
-        for (user, name), key in list(self.b.refs.items()):
+        # read by name, or through its module (graphgym's ``register.layer_dict[name]``)
+        reads = list(self.b.refs.items()) + [
+            ((user, chain), key) for user, chains in self.b.chains.items()
+            for chain, key in chains.items()]
+        for (user, name), key in reads:
             if key[0] != "def" or key in self._not_registry:
                 continue
             if key not in self._registry_keys:
@@ -113,9 +121,13 @@ class SideEffects:
                 self._registry_keys.add(key)
             ust = self.b.modules[user[0]].stmts[user[1]]
             if name in self.b.modules[user[0]].access(ust)[0] \
-                    and not self._refuses_at_load_only(user, ust, name):
-                uses = self.b.modules[user[0]].uses(ust)
-                registries.setdefault(key, []).append((user, name, name in uses.load))
+                    and not self._refuses_at_load_only(user, ust, name) \
+                    and not self._handed_to_fill_only(user, ust, name):
+                ms = self.b.modules[user[0]]
+                head = name.split(".")[0]
+                load = name in ms.load_chains(ust, head) if "." in name else \
+                    name in ms.uses(ust).load
+                registries.setdefault(key, []).append((user, name, load))
         if not registries:
             return False
         # a folder loop's modules (engine.dynimport) fill only the registries that code
@@ -207,8 +219,7 @@ class SideEffects:
         if not only:
             return False
         if st.kind != "function":
-            return st.kind != "class" and runs_at_load_only(
-                st.node, lambda n: isinstance(n, ast.Name) and n.id == name)
+            return st.kind != "class" and runs_at_load_only(st.node, lambda n: is_use(n, name))
         fn = ("def", user[0], st.node.name)  # type: ignore[attr-defined]
         sites: list[tuple[NodeId, Callable[[ast.AST], bool]]] = [
             (reader, lambda n, used=used: isinstance(n, ast.Name) and n.id == used)
@@ -217,9 +228,9 @@ class SideEffects:
                    and dotted(n) == chain)
                   for reader, chains in self.b.chains.items()
                   for chain, key in chains.items() if key == fn]
-        for reader, is_use in sites:
+        for reader, picks in sites:
             node = self.b.modules[reader[0]].stmts[reader[1]].node
-            if not (runs_at_load_only(node, is_use) and only_called(node, is_use)):
+            if not (runs_at_load_only(node, picks) and only_called(node, picks)):
                 return False
         return True
 
@@ -946,6 +957,72 @@ class SideEffects:
             self.r.mutators[key] = hit
         return hit
 
+    def _handed_to_fill_only(self, user: NodeId, st: TopStmt, name: str) -> bool:
+        """Whether every use of ``name`` in the statement ``st`` hands it to a corpus function
+        that only fills it there (engine.membership.fills_only): graphgym's
+        ``register_node_encoder`` returns ``register_base(node_encoder_dict, key, module)``,
+        which reads nothing of the registry, so the encoders registered beside a block are
+        no part of it until something looks one up."""
+        hit = self._fill_only.get((user, name))
+        if hit is None:
+            hit = self._fill_only[(user, name)] = self._hands_to_fill_only(user, st, name)
+        return hit
+
+    def _hands_to_fill_only(self, user: NodeId, st: TopStmt, name: str) -> bool:
+        entry, ms = self.b.entries[user[0]], self.b.modules[user[0]]
+        parents: dict[ast.AST, ast.AST] = {}
+        uses = []
+        for parent in ast.walk(st.node):
+            for child in ast.iter_child_nodes(parent):
+                parents[child] = parent
+                if is_use(child, name):
+                    uses.append(child)
+        for use in uses:
+            call = parents.get(use)
+            if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name)
+                    and use in call.args):
+                return False
+            at = call.args.index(use)
+            key = self.r.binding_key(entry, ms, call.func.id)
+            if key is None or key[0] != "def" or at not in self._mutated_by(key):
+                return False
+            home = self.index.entries.get(key[1])
+            fns = [] if home is None else self._functions(home, key[2])
+            if len(fns) != 1:
+                return False
+            a = fns[0].args  # type: ignore[attr-defined]
+            params = [p.arg for p in (*a.posonlyargs, *a.args)]
+            if at >= len(params) or not fills_only(fns[0], params[at]):  # type: ignore[arg-type]
+                return False
+        return bool(uses)
+
+    def _functions(self, entry: ModuleEntry, name: str) -> list[ast.stmt]:
+        """The ``def`` statements binding ``name`` in ``entry``'s module."""
+        ms = self.r.module_source(entry)
+        return [ms.stmts[i].node for i in ms.binders.get(name, [])
+                if ms.stmts[i].kind == "function"]
+
+    def _handed_to_fillers(self, entry: ModuleEntry, ms: ModuleSource, fn: ast.AST
+                           ) -> set[str]:
+        """The names a function hands to a corpus function that fills that parameter in place
+        (engine.patches): graphgym's ``register_layer(key)`` returns ``register_base(
+        layer_dict, key, module)``, whose ``mapping[key] = module`` fills ``layer_dict``."""
+        out: set[str] = set()
+        for call in ast.walk(fn):
+            if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name)):
+                continue
+            handed = [(i, a.id) for i, a in enumerate(call.args) if isinstance(a, ast.Name)]
+            handed += [(k.arg, k.value.id) for k in call.keywords
+                       if k.arg is not None and isinstance(k.value, ast.Name)]
+            if not handed:
+                continue
+            key = self.r.binding_key(entry, ms, call.func.id)
+            if key is None or key[0] != "def":
+                continue
+            mutated = self._mutated_by(key)
+            out.update(name for at, name in handed if at in mutated)
+        return out
+
     def writes_of(self, key: BindKey) -> list[BindKey]:
         """The module-level containers a function fills when called (registration helpers)."""
         hit = self.r.writers.get(key)
@@ -965,6 +1042,7 @@ class SideEffects:
                 if "(" in ms.stmt_text(st):
                     filled = filled | self._filling_calls(entry, ms, ast.Module(
                         body=list(st.node.body), type_ignores=[]))  # type: ignore[attr-defined]
+                    filled = filled | self._handed_to_fillers(entry, ms, st.node)
                 for name in sorted(filled & (uses.lazy | uses.load)):
                     k = self.r.binding_key(entry, ms, name)
                     if k is not None and k not in out:
