@@ -237,7 +237,9 @@ MUST = {
     # by decorators that hand it to one helper storing into its parameter
     ("module_registry", "General"): ["self.layer = layer_dict[name](dim)",
                                      "@register_layer('linear')\nclass LinearLayer",
-                                     "@register_layer('tanh')\nclass TanhLayer"],
+                                     "@register_layer('tanh')\nclass TanhLayer",
+                                     # and what a module imported only to run registers
+                                     "if register_act is not None:\n    register_act('relu', relu)"],
     ("module_registry", "Picker"): ["head('a', HeadA)\nhead('b', HeadB)"],
     ("refusing_registry", "Small"): ["if local_name in _MODELS:", '@register_model(name="small")'],
     ("refusing_registry", "Looked"): ['@register_model(name="large")\nclass Large',

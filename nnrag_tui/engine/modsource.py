@@ -978,10 +978,15 @@ def registered_values(node: ast.stmt) -> frozenset[str]:
     """Names a registering statement only *stores*, as opposed to the key it registers under:
     the keyword arguments of a decorator call (``@R.register(NATIVE, constraints=[_check])``),
     the right side of ``R[key] = fn`` and the arguments after a string key in a call statement
-    (``register("swiglu", _swiglu, fused_fn=_swiglu_fused)``). A name that is also part of the
-    key is not one."""
+    (``register("swiglu", _swiglu, fused_fn=_swiglu_fused)``), also each under an ``if``
+    (graphgym's ``if cfg is not None: register_act('relu', relu)``, whose test is no value). A
+    name that is also part of the key is not one."""
     def names(exprs) -> set[str]:
         return {n.id for e in exprs for n in ast.walk(e) if isinstance(n, ast.Name)}
+
+    if isinstance(node, ast.If):
+        inner = set().union(*(registered_values(s) for s in [*node.body, *node.orelse]))
+        return frozenset(inner - names([node.test]))
 
     if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
         calls = [d for d in node.decorator_list if isinstance(d, ast.Call)]

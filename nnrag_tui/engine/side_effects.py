@@ -90,6 +90,8 @@ class SideEffects:
         # modules imported by computed name (engine.dynimport) -> the statement importing them
         self.by_name: dict[tuple[str, str], str] = {}
         self._by_name_scanned: set[tuple[str, str]] = set()
+        # modules whose plain ``import a.b.c`` statements span_effect_imports has followed
+        self._effect_scanned: set[tuple[str, str]] = set()
         # such a module -> the registration statements inlined from it
         self.by_name_fillers: dict[tuple[str, str], list[NodeId]] = {}
         # registry -> the statements added for filling it, by any registry rule
@@ -138,6 +140,7 @@ class SideEffects:
             live = {key for key, users in registries.items()
                     if any(user in reach for user, _, _ in users)}
             self.span_imports_by_name(sorted({key[1] for key in live}))
+        self.span_effect_imports()
         added = False
         bound = set(self.b.bind_order)
         by_identity: dict[object, bool] = {}  # (_adds_unreachable's verdicts, this round)
@@ -679,6 +682,30 @@ class SideEffects:
                     self.b.ms(child)
                     self.by_name[child.key] = f"{entry.facts.relpath}:{line}"
                     todo.append(child.key)
+
+    def span_effect_imports(self) -> None:
+        """A module the closure spans that imports another whole by a plain ``import a.b.c``,
+        binding no name of its own (graphgym's ``models/layer.py`` runs ``import
+        torch_geometric.graphgym.models.act``, whose ``register_act('relu', relu)`` fills the
+        ``act_dict`` that ``GeneralLayer`` reads): that module counts as spanned, as upstream
+        runs it, so the registry rule sees what it registers. Followed on through the modules
+        spanned so."""
+        todo = [k for k in self.b.modules if k not in self._effect_scanned]
+        while todo:
+            mkey = todo.pop(0)
+            if mkey in self._effect_scanned or mkey in self.b.objects:
+                continue
+            self._effect_scanned.add(mkey)
+            entry = self.b.entries[mkey]
+            for rec in entry.facts.imports:
+                if rec.is_from or rec.asname or "." not in rec.target or \
+                        rec.guard.kind == "type_checking" or self.r.is_external(rec.target):
+                    continue
+                found = self.index.find_imported(rec.target, entry)
+                if found is None or found.module != rec.target or found.key in self.b.modules:
+                    continue
+                self.b.ms(found)
+                todo.append(found.key)
 
     def note_imports_by_name(self, nodes: list[NodeId]) -> None:
         """Registrations inlined from modules that upstream imports by computed name: said in
