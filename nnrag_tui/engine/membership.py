@@ -35,6 +35,15 @@ from nnrag_tui.engine.parse import dotted
 _FILLS = frozenset({"add", "append"})
 
 
+def parents_of(node: ast.AST) -> dict[ast.AST, ast.AST]:
+    """Each node below ``node`` -> the node holding it."""
+    parents: dict[ast.AST, ast.AST] = {}
+    for parent in ast.walk(node):
+        for child in ast.iter_child_nodes(parent):
+            parents[child] = parent
+    return parents
+
+
 def is_use(node: ast.AST, name: str) -> bool:
     """Whether ``node`` is a use of ``name``: a plain name, or a dotted chain through a module
     (``register.layer_dict``)."""
@@ -46,10 +55,7 @@ def is_use(node: ast.AST, name: str) -> bool:
 def identity_uses_only(node: ast.AST, name: str) -> bool:
     """Whether every use of ``name`` in ``node`` is a membership test or the store of an object
     of the storing function's own (see the module's docstring)."""
-    parents: dict[ast.AST, ast.AST] = {}
-    for parent in ast.walk(node):
-        for child in ast.iter_child_nodes(parent):
-            parents[child] = parent
+    parents = parents_of(node)
     for use in ast.walk(node):
         if is_use(use, name) and \
                 not _membership(use, parents) and not _own_store(use, parents):
@@ -61,10 +67,7 @@ def write_only_uses(node: ast.AST, name: str) -> bool:
     """Whether every use of ``name`` in ``node`` stores into it (``NAME[k] = v``,
     ``NAME.add(v)``/``.append(v)`` as a statement) or tests membership only to raise
     (``if k in NAME: raise ...``, ``assert k not in NAME``)."""
-    parents: dict[ast.AST, ast.AST] = {}
-    for parent in ast.walk(node):
-        for child in ast.iter_child_nodes(parent):
-            parents[child] = parent
+    parents = parents_of(node)
     for use in ast.walk(node):
         if is_use(use, name) and not _store_into(use, parents) \
                 and not (_membership(use, parents) and _refuses(parents[use], parents)):
@@ -80,10 +83,7 @@ def fills_only(fn: ast.FunctionDef | ast.AsyncFunctionDef, param: str) -> bool:
     module)``. A registry handed to such a function is filled, never read."""
     params = [p.arg for p in (*fn.args.posonlyargs, *fn.args.args)]
     at = params.index(param) if param in params else None
-    parents: dict[ast.AST, ast.AST] = {}
-    for parent in ast.walk(fn):
-        for child in ast.iter_child_nodes(parent):
-            parents[child] = parent
+    parents = parents_of(fn)
     for use in ast.walk(fn):
         if not (isinstance(use, ast.Name) and use.id == param
                 and isinstance(use.ctx, ast.Load)):

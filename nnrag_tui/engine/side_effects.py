@@ -29,6 +29,7 @@ from nnrag_tui.engine.membership import (
     identity_uses_only,
     is_use,
     only_called,
+    parents_of,
     runs_at_load_only,
     write_only_uses,
 )
@@ -997,13 +998,8 @@ class SideEffects:
 
     def _hands_to_fill_only(self, user: NodeId, st: TopStmt, name: str) -> bool:
         entry, ms = self.b.entries[user[0]], self.b.modules[user[0]]
-        parents: dict[ast.AST, ast.AST] = {}
-        uses = []
-        for parent in ast.walk(st.node):
-            for child in ast.iter_child_nodes(parent):
-                parents[child] = parent
-                if is_use(child, name):
-                    uses.append(child)
+        parents = parents_of(st.node)
+        uses = [n for n in parents if is_use(n, name)]
         for use in uses:
             call = parents.get(use)
             if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name)
