@@ -500,6 +500,11 @@ MUST = {
         "@MODELS.register_module()\nclass Swish(nn.Module):",
         'MODELS.register_module(name="HSwish", module=nn.Hardswish)',
         "# note: 'Swish' (a config's type) is registered by cfgpkg/bricks/swish.py:7"],
+    # and one that a loop over a list of classes registers, each under its own name (mmcv's
+    # ``for module in [nn.ReLU, ..., nn.ReLU6]: MODELS.register_module(module=module)``)
+    ("config_registry", "LoopNet"): [
+        "for module in [nn.ReLU6, nn.ELU]:\n    MODELS.register_module(module=module)",
+        "# note: 'ELU' (a config's type) is registered by cfgpkg/bricks/loops.py:6"],
     # a module object's member that guarded imports alone bind is bound by those statements
     ("guarded_member", "Net"): [
         'loader.__dict__["extension"] = extension\n',

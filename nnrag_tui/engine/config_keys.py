@@ -97,7 +97,10 @@ def registrations(node: ast.stmt) -> list[tuple[str, str]]:
     name the decorator gives, else its own (``@MODELS.register_module()``); a call under the
     name it gives, else that of the object it hands over (``MODELS.register_module(
     module=nn.Hardswish, name='HSwish')``, ``MODELS.register_module(module=HSwish)``), also
-    inside an ``if``/``for``/``try`` (mmcv's ``hswish.py`` picks by torch version)."""
+    inside an ``if``/``for``/``try`` (mmcv's ``hswish.py`` picks by torch version). An object
+    handed over as the variable of a ``for`` over a literal list gives each element's name
+    (mmcv's ``for module in [nn.ReLU, ..., nn.ReLU6, ...]: MODELS.register_module(
+    module=module)``)."""
     out: list[tuple[str, str]] = []
     if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
         for dec in node.decorator_list:
@@ -105,6 +108,12 @@ def registrations(node: ast.stmt) -> list[tuple[str, str]]:
             if found is not None:
                 out.append((found[0], _named(found[1]) or node.name))
         return out
+    # a loop variable -> the names of the literal list it runs over
+    loops = {n.target.id: [c.rpartition(".")[2] for c in chains]
+             for n in ast.walk(node)
+             if isinstance(n, ast.For) and isinstance(n.target, ast.Name)
+             and isinstance(n.iter, (ast.List, ast.Tuple))
+             and None not in (chains := [dotted(e) for e in n.iter.elts])}
     todo: list[ast.AST] = [node]
     while todo:
         sub = todo.pop()
@@ -112,11 +121,12 @@ def registrations(node: ast.stmt) -> list[tuple[str, str]]:
             continue
         if isinstance(sub, ast.Call) and (found := _registering(sub)) is not None:
             key = _named(sub)
+            keys = [key] if key is not None else []
             if key is None:
                 given = [k.value for k in sub.keywords if k.arg == "module"] or sub.args[:1]
                 chain = dotted(given[0]) if given else None
-                key = chain.rpartition(".")[2] if chain else None
-            if key is not None:
-                out.append((found[0], key))
+                keys = loops.get(chain, []) if chain in loops else \
+                    [chain.rpartition(".")[2]] if chain else []
+            out += [(found[0], k) for k in keys]
         todo.extend(ast.iter_child_nodes(sub))
     return out
