@@ -847,37 +847,42 @@ def _run_one(job: dict, blockrun, timeout: float, setup: list[str]) -> dict:
     return msg
 
 
+def _fresh(args: list[str], stdin: str | None, timeout: float) -> dict | str:
+    """The last JSON line this script prints when run with ``args`` in a fresh interpreter
+    (``stdin``: its input, else none), or why there is none: ``"timeout"`` or ``"status N"``."""
+    cmd = [sys.executable, "-I", __file__, *args]
+    try:
+        proc = subprocess.run(cmd, input=stdin, capture_output=True, text=True, timeout=timeout,
+                              stdin=None if stdin is not None else subprocess.DEVNULL,
+                              check=False)
+    except subprocess.TimeoutExpired:
+        return "timeout"
+    lines = proc.stdout.strip().splitlines()
+    if proc.returncode != 0 or not lines:
+        return f"status {proc.returncode}"
+    return json.loads(lines[-1])
+
+
 def _verdict_alone(job: dict, setup: list[str], timeout: float) -> dict | None:
     """``job`` measured again in a fresh interpreter set up as this one (``setup``), where
     upstream's module is the only one of the sources imported; None where that run gave no
     answer. The run here imports every job's module into one process, and what an earlier
     module left there can change upstream's class: PyTorch3D's implicitron registry held the
     classes of every module imported before, and ``OverfitModel``'s repr with it."""
-    cmd = [sys.executable, "-I", __file__, *setup, "--timeout", str(timeout), "--alone"]
-    try:
-        proc = subprocess.run(cmd, input=json.dumps(job) + "\n", capture_output=True, text=True,
-                              timeout=2 * timeout + 120, check=False)
-    except subprocess.TimeoutExpired:
-        return None
-    lines = proc.stdout.strip().splitlines()
-    if proc.returncode != 0 or not lines:
-        return None
-    return json.loads(lines[-1])
+    got = _fresh([*setup, "--timeout", str(timeout), "--alone"], json.dumps(job) + "\n",
+                 2 * timeout + 120)
+    return got if isinstance(got, dict) else None
 
 
 def _import_alone(path: str, setup: list[str], timeout: float) -> str | None:
     """None where the file at ``path`` imports in a fresh interpreter set up as this one
     (``setup``: the command line's sources, stand-ins and blanks), else what it raised."""
-    cmd = [sys.executable, "-I", __file__, *setup, "--import-alone", path]
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
-                              stdin=subprocess.DEVNULL, check=False)
-    except subprocess.TimeoutExpired:
+    got = _fresh([*setup, "--import-alone", path], None, timeout)
+    if got == "timeout":
         return f"nothing: its import alone took over {timeout:.0f} s"
-    lines = proc.stdout.strip().splitlines()
-    if proc.returncode != 0 or not lines:
-        return f"nothing: its import alone ended with status {proc.returncode}"
-    return json.loads(lines[-1]).get("error")
+    if isinstance(got, str):
+        return f"nothing: its import alone ended with {got}"
+    return got.get("error")
 
 
 @contextlib.contextmanager

@@ -1006,8 +1006,8 @@ class SideEffects:
                     and use in call.args):
                 return False
             at = call.args.index(use)
-            key = self.r.binding_key(entry, ms, call.func.id)
-            if key is None or key[0] != "def" or at not in self._mutated_by(key):
+            key = self._callee(entry, ms, call)
+            if key is None or at not in self._mutated_by(key):
                 return False
             home = self.index.entries.get(key[1])
             fns = [] if home is None else self._functions(home, key[2])
@@ -1037,14 +1037,16 @@ class SideEffects:
             handed = [(i, a.id) for i, a in enumerate(call.args) if isinstance(a, ast.Name)]
             handed += [(k.arg, k.value.id) for k in call.keywords
                        if k.arg is not None and isinstance(k.value, ast.Name)]
-            if not handed:
-                continue
-            key = self.r.binding_key(entry, ms, call.func.id)
-            if key is None or key[0] != "def":
-                continue
-            mutated = self._mutated_by(key)
-            out.update(name for at, name in handed if at in mutated)
+            key = self._callee(entry, ms, call) if handed else None
+            if key is not None:
+                mutated = self._mutated_by(key)
+                out.update(name for at, name in handed if at in mutated)
         return out
+
+    def _callee(self, entry: ModuleEntry, ms: ModuleSource, call: ast.Call) -> BindKey | None:
+        """The corpus definition a call by plain name (``register_base(...)``) calls."""
+        key = self.r.binding_key(entry, ms, call.func.id)  # type: ignore[attr-defined]
+        return key if key is not None and key[0] == "def" else None
 
     def writes_of(self, key: BindKey) -> list[BindKey]:
         """The module-level containers a function fills when called (registration helpers)."""
