@@ -241,6 +241,14 @@ MUST = {
                                      # and what a module imported only to run registers
                                      "if register_act is not None:\n    register_act('relu', relu)"],
     ("module_registry", "Picker"): ["head('a', HeadA)\nhead('b', HeadB)"],
+    # graphgym's ``pooling_dict``: filled by a module only the package ``__init__`` imports,
+    # which upstream's import of the block's module runs
+    ("package_registry", "GraphHead"): [
+        "register_pooling('add', add_pool)\nregister_pooling('mean', mean_pool)",
+        "upstream runs it (pkgreg.models.head -> pkgreg.models -> pkgreg.models.pooling)"],
+    # timm's ``_model_entrypoints``: too many such modules fill it to inline them; said
+    ("package_registry", "Teacher"): ["is filled upstream also by 5 modules that importing "
+                                      "pkgreg.teacher runs"],
     ("refusing_registry", "Small"): ["if local_name in _MODELS:", '@register_model(name="small")'],
     ("refusing_registry", "Looked"): ['@register_model(name="large")\nclass Large',
                                       "return _MODELS[name]"],
@@ -657,6 +665,7 @@ MUST_NOT = {
     # a registry only handed to a helper that stores into it is never read: the other
     # encoders registered beside the block are no part of it
     ("module_registry", "EncA"): ["class EncB"],
+    ("package_registry", "Teacher"): ["class M1", "register_model"],
     ("refusing_registry", "Small"): ["class Large", "class Looked", "def get_model"],
     ("guarded_const", "Attention"): ["_UNRELATED", "to_3tuple"],
     ("same_name", "Net"): ["LINEAR_SCALE"],

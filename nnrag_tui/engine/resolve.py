@@ -48,7 +48,7 @@ from nnrag_tui.engine.extensions import compiled_on_disk
 from nnrag_tui.engine.facts import Block, ImportRecord
 from nnrag_tui.engine.flow import definitely_bound
 from nnrag_tui.engine.import_locations import handed_lists, location_notes
-from nnrag_tui.engine.imported_along import Edges, RunOrder
+from nnrag_tui.engine.imported_along import Edges, RunOrder, imported_along
 from nnrag_tui.engine.lazyattr import read_sites
 from nnrag_tui.engine.modsource import (
     ModuleSource,
@@ -106,12 +106,16 @@ class Resolver:
         self.module_files = ModuleFiles()
         self.writers: dict[BindKey, list[BindKey]] = {}  # function -> containers it fills
         self.mutators: dict[BindKey, frozenset] = {}  # function -> parameters it changes
+        # registry -> the modules of its repository whose statements fill it as they run,
+        # outside its own module (SideEffects.span_package_fillers)
+        self.load_fillers: dict[BindKey, list[tuple[str, str]]] = {}
         # module -> (line, what) of its statements importing a folder's modules by name
         self._folder_imports: dict[tuple[str, str], list[tuple[int, FolderImport]]] = {}
         self.import_edges: Edges = {}  # module -> the modules importing it runs directly
         # (module, statement line) -> the config ``type`` keys it names (engine.config_keys)
         self.type_keys: dict[tuple[tuple[str, str], int], frozenset[str]] = {}
         self._run_orders: dict[tuple[str, str], RunOrder] = {}
+        self._along: dict[tuple[str, str], dict[tuple[str, str], list[str]]] = {}
         self._mentions: dict[tuple[tuple[str, str], str], bool] = {}
         # source -> operator (``NS::OP``) -> the statements registering something for it, and
         # whether each defines it (engine.torchops)
@@ -122,6 +126,15 @@ class Resolver:
         hit = self._run_orders.get(entry.key)
         if hit is None:
             hit = self._run_orders[entry.key] = RunOrder(self.index, entry, self.is_external)
+        return hit
+
+    def imported_along_of(self, entry: ModuleEntry) -> dict[tuple[str, str], list[str]]:
+        """Every corpus module upstream's import of ``entry`` runs, each with its chain of
+        imports (engine.imported_along); cached."""
+        hit = self._along.get(entry.key)
+        if hit is None:
+            hit = self._along[entry.key] = imported_along(self.index, [entry], self.import_edges,
+                                                          self.is_external)
         return hit
 
     def is_external(self, module: str) -> bool:
@@ -199,19 +212,31 @@ class Resolver:
     def mentions(self, entry: ModuleEntry, literal: str, quoted: bool = True) -> bool:
         """Whether a module's file has ``literal`` as a string in quotes (or anywhere, not
         ``quoted``): a cheap test before parsing it; cached."""
-        key = (entry.key, literal if quoted else f"\0{literal}")
-        hit = self._mentions.get(key)
-        if hit is None:
-            ms = self._sources.get(entry.key)
-            try:
-                data = ms.text.encode("utf-8") if ms is not None else \
-                    (Path(self.roots[entry.source]) / entry.facts.relpath).read_bytes()
-            except OSError:
-                data = b""
-            needles = [f"{q}{literal}{q}".encode() for q in "\"'"] if quoted else \
-                [literal.encode()]
-            hit = self._mentions[key] = any(n in data for n in needles)
-        return hit
+        return self.mentions_any(entry, [literal], quoted)
+
+    def mentions_any(self, entry: ModuleEntry, literals: list[str], quoted: bool = True
+                     ) -> bool:
+        """``mentions`` for any of ``literals``, reading the file at most once."""
+        keys = [(entry.key, lit if quoted else f"\0{lit}") for lit in literals]
+        hits = [self._mentions.get(k) for k in keys]
+        if any(hits):
+            return True
+        if all(h is not None for h in hits):
+            return False
+        ms = self._sources.get(entry.key)
+        try:
+            data = ms.text.encode("utf-8") if ms is not None else \
+                (Path(self.roots[entry.source]) / entry.facts.relpath).read_bytes()
+        except OSError:
+            data = b""
+        found = False
+        for lit, k, h in zip(literals, keys, hits):
+            if h is None:
+                needles = [f"{q}{lit}{q}".encode() for q in "\"'"] if quoted else \
+                    [lit.encode()]
+                h = self._mentions[k] = any(n in data for n in needles)
+            found = found or h
+        return found
 
     def module_source(self, entry: ModuleEntry) -> ModuleSource:
         ms = self._sources.get(entry.key)
@@ -658,6 +683,7 @@ class _ClosureBuilder:
         self.note_namespace_readers(nodes)
         self.note_subclass_readers(nodes)
         self.effects.note_imports_by_name(nodes)
+        self.effects.note_package_fillers(nodes)
         self.effects.note_undefined_ops(nodes)
         crlf = sorted({self.entries[n[0]].facts.relpath for n in nodes
                        if self.modules[n[0]].crlf})

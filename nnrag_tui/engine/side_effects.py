@@ -38,6 +38,7 @@ from nnrag_tui.engine.modsource import (
     TopStmt,
     filling_methods,
     holds_container,
+    is_container_binding,
     named_with_module,
     registered_values,
 )
@@ -49,6 +50,10 @@ from nnrag_tui.engine.torchops import op_reads
 
 if TYPE_CHECKING:
     from nnrag_tui.engine.resolve import _ClosureBuilder
+
+# at most this many modules, run only through package ``__init__`` imports, are spanned for
+# the registrations they make into one registry the block reads (span_package_fillers)
+PACKAGE_FILLER_MODULES = 4
 
 # bases that make a corpus class's instance a container (engine.modsource.holds_container)
 _DICT_BASES = frozenset({"dict", "UserDict", "OrderedDict", "defaultdict"})
@@ -95,6 +100,10 @@ class SideEffects:
         self._effect_scanned: set[tuple[str, str]] = set()
         # such a module -> the registration statements inlined from it
         self.by_name_fillers: dict[tuple[str, str], list[NodeId]] = {}
+        # registries span_package_fillers is done with, and the modules it spanned, each
+        # with the chain of imports upstream runs it by and the registries it was spanned for
+        self._package_scanned: set[BindKey] = set()
+        self.package_fillers: dict[tuple[str, str], tuple[list[str], frozenset[BindKey]]] = {}
         # registry -> the statements added for filling it, by any registry rule
         self.fillers: dict[BindKey, list[NodeId]] = {}
         # the config ``type`` keys, modules and registries of the last round, the (module,
@@ -145,54 +154,16 @@ class SideEffects:
         added = False
         bound = set(self.b.bind_order)
         by_identity: dict[object, bool] = {}  # (_adds_unreachable's verdicts, this round)
+        self.span_package_fillers(registries, live, bound, by_identity)
         for mkey in list(self.b.modules):
             entry, ms = self.b.entries[mkey], self.b.modules[mkey]
             for st in ms.stmts:
                 node = (mkey, st.index)
                 if node in self.b.seen or st.kind in ("import", "script"):
                     continue
-                filled: list[BindKey] = []
-                keys: list[BindKey] = []
-                writers: list[BindKey] = []  # the functions it fills them through
-                direct = False  # (or fills them itself)
-                load_names = self._load_names(ms, st)
-                values = registered_values(st.node)
-                if "__name__" in load_names:
-                    values |= named_with_module(st.node)
-                for name in load_names:
-                    key = self.r.binding_key(entry, ms, name)
-                    if key is None or (st.kind == "compound" and name in st.binds):
-                        continue  # (a loop's own variable: ``for _w in ...: WORDS[_w] = 1``)
-                    if name not in values:
-                        keys.append(key)
-                    if key in registries and (name in ms.access(st)[1] or name in
-                                              self._statement_fills(entry, ms, st)):
-                        filled.append(key)
-                        direct = True
-                    writes = [k for k in self.writes_of(key) if k in registries]
-                    if writes:
-                        filled += writes
-                        keys.append(key)
-                        writers.append(key)
-                for key in self._calls_through_modules(entry, st, load_names):
-                    # ``@pyro.settings.register("module_local_params", __name__, ...)``: the
-                    # registering function reached through its module
-                    writes = [k for k in self.writes_of(key) if k in registries]
-                    if writes:
-                        filled += writes
-                        keys.append(key)
-                        writers.append(key)
-                if mkey in self.by_name:
-                    filled = [k for k in filled if k in live]
-                # ``@register_kernel(adjust_hue, Image)`` registers under a definition the
-                # block never reaches: only registrations whose other corpus names are all in
-                # the closure already can be looked up. What is stored (``constraints=[...]``,
-                # the right side of ``REG[key] = fn``) is no key and comes along instead
-                others = [k for k in keys if k not in filled and not self.writes_of(k)]
-                if not filled or any(k not in bound for k in others):
-                    continue
-                if not direct and self._adds_unreachable(st, filled, writers, registries,
-                                                         by_identity):
+                filled = self._registration(entry, ms, st, registries, live, bound,
+                                            by_identity)
+                if not filled:
                     continue
                 self.b.add(entry, st.index)
                 added = True
@@ -211,6 +182,58 @@ class SideEffects:
                             "fills the registry it reads (decorator or module-level "
                             "statement)"))
         return added
+
+    def _registration(self, entry: ModuleEntry, ms: ModuleSource, st: TopStmt,
+                      registries: dict[BindKey, list[tuple[NodeId, str, bool]]],
+                      live: set[BindKey], bound: set[BindKey],
+                      by_identity: dict[object, bool]) -> list[BindKey]:
+        """The registries among ``registries`` that the module-level statement ``st`` fills
+        and that the closure can look its registration up in; empty where it fills none or
+        the closure cannot (add_registry_fillers)."""
+        filled: list[BindKey] = []
+        keys: list[BindKey] = []
+        writers: list[BindKey] = []  # the functions it fills them through
+        direct = False  # (or fills them itself)
+        load_names = self._load_names(ms, st)
+        values = registered_values(st.node)
+        if "__name__" in load_names:
+            values |= named_with_module(st.node)
+        for name in load_names:
+            key = self.r.binding_key(entry, ms, name)
+            if key is None or (st.kind == "compound" and name in st.binds):
+                continue  # (a loop's own variable: ``for _w in ...: WORDS[_w] = 1``)
+            if name not in values:
+                keys.append(key)
+            if key in registries and (name in ms.access(st)[1] or name in
+                                      self._statement_fills(entry, ms, st)):
+                filled.append(key)
+                direct = True
+            writes = [k for k in self.writes_of(key) if k in registries]
+            if writes:
+                filled += writes
+                keys.append(key)
+                writers.append(key)
+        for key in self._calls_through_modules(entry, st, load_names):
+            # ``@pyro.settings.register("module_local_params", __name__, ...)``: the
+            # registering function reached through its module
+            writes = [k for k in self.writes_of(key) if k in registries]
+            if writes:
+                filled += writes
+                keys.append(key)
+                writers.append(key)
+        if entry.key in self.by_name:
+            filled = [k for k in filled if k in live]
+        # ``@register_kernel(adjust_hue, Image)`` registers under a definition the
+        # block never reaches: only registrations whose other corpus names are all in
+        # the closure already can be looked up. What is stored (``constraints=[...]``,
+        # the right side of ``REG[key] = fn``) is no key and comes along instead
+        others = [k for k in keys if k not in filled and not self.writes_of(k)]
+        if not filled or any(k not in bound for k in others):
+            return []
+        if not direct and self._adds_unreachable(st, filled, writers, registries,
+                                                 by_identity):
+            return []
+        return filled
 
     def _refuses_at_load_only(self, user: NodeId, st: TopStmt, name: str) -> bool:
         """Whether the statement ``st`` reads the registry ``name`` only to refuse a second
@@ -707,6 +730,121 @@ class SideEffects:
                     continue
                 self.b.ms(found)
                 todo.append(found.key)
+
+    def span_package_fillers(self, registries: dict[BindKey, list[tuple[NodeId, str, bool]]],
+                             live: set[BindKey], bound: set[BindKey],
+                             by_identity: dict[object, bool]) -> None:
+        """A plain container the block reads while it is built and called, filled as they run
+        by modules of its repository that the closure never imports, but that upstream's
+        import of the block's module runs through packages' ``__init__``: graphgym's
+        ``GNNGraphHead`` looks up ``register.pooling_dict[cfg.model.graph_pooling]``, which
+        ``register_pooling('add', global_add_pool)`` in ``models/pooling.py`` fills, a module
+        only ``graphgym/models/__init__.py`` imports. Up to ``PACKAGE_FILLER_MODULES`` such
+        modules, with a registration the closure can look up (``_registration``), count as
+        spanned, so the registry rule adds what they register; more (timm's
+        ``_model_entrypoints``, which every model module fills) are said in the header and
+        left out, as the file would hold the whole package. A registry object with methods
+        (mmengine's ``MODELS = Registry(...)``) is the config rule's
+        (add_config_registrations)."""
+        todo = [key for key in sorted(registries)
+                if key not in self._package_scanned and self._load_fillers(key)]
+        if not todo:
+            return
+        along = self.r.imported_along_of(self.b.entry)
+        reach: set[NodeId] | None = None
+        for key in todo:
+            found = [m for m in self._load_fillers(key)
+                     if m in along and m not in self.b.modules and m not in self.b.objects]
+            if not found:
+                self._package_scanned.add(key)
+                continue
+            if reach is None:
+                reach = self.construction_reach()
+            if not any(user in reach for user, _, _ in registries[key]):
+                continue  # (not yet: a later round's closure may run the reader)
+            adding = [m for m in found if self._fills_from(m, key, registries, live, bound,
+                                                           by_identity)]
+            spanned = sum(1 for m in self.package_fillers if key in self.package_fillers[m][1])
+            if spanned + len(adding) > PACKAGE_FILLER_MODULES:
+                self._package_scanned.add(key)
+                first = sorted(self.index.entries[m].facts.relpath for m in adding)[:3]
+                self.b.notes.append(
+                    f"`{key[2]}` ({self.index.entries[key[1]].facts.relpath}), which this "
+                    f"block reads, is filled upstream also by {len(adding)} modules that "
+                    f"importing {self.b.entry.module} runs through its packages "
+                    f"({', '.join(first)}, ...): their registrations are not inlined, so "
+                    "here it holds only those of the modules this file inlines")
+                continue
+            for m in adding:
+                self.b.ms(self.index.entries[m])
+                chain, regs = self.package_fillers.get(m, (along[m], frozenset()))
+                self.package_fillers[m] = (chain, regs | {key})
+
+    def _fills_from(self, mkey: tuple[str, str], key: BindKey,
+                    registries: dict[BindKey, list[tuple[NodeId, str, bool]]],
+                    live: set[BindKey], bound: set[BindKey],
+                    by_identity: dict[object, bool]) -> bool:
+        """Whether a module the closure does not span has a statement filling the registry
+        ``key`` that the closure can look up (``_registration``)."""
+        entry = self.index.entries[mkey]
+        ms = self.r.module_source(entry)
+        return any(key in self._registration(entry, ms, st, registries, live, bound,
+                                             by_identity)
+                   for st in ms.stmts if st.kind not in ("import", "script"))
+
+    def _load_fillers(self, key: BindKey) -> list[tuple[str, str]]:
+        """The modules of a module-level container's repository, other than its own, with a
+        module-level statement that fills it as it runs: one calling, or decorating with, a
+        function of the container's module that stores into it, or storing into it itself.
+        (A class keeping a container, such as timm's ``RmsNorm`` with its ``__constants__``,
+        is none.)"""
+        hit = self.r.load_fillers.get(key)
+        if hit is not None:
+            return hit
+        self.r.load_fillers[key] = out = []
+        home = self.index.entries.get(key[1])
+        if home is None or self.r.is_external(home.module):
+            return out
+        hms = self.r.module_source(home)
+        if not any(is_container_binding(hms.stmts[i].node)
+                   for i in hms.binders.get(key[2], ())):
+            return out
+        names = {key[2]}
+        for st in hms.stmts:
+            if st.kind == "function" and \
+                    key in self.writes_of(("def", home.key, st.node.name)):  # type: ignore
+                names.add(st.node.name)  # type: ignore[attr-defined]
+        for mkey, entry in self.index.entries.items():
+            if mkey[0] != home.source or mkey == home.key or \
+                    self.r.is_external(entry.module) or \
+                    not self.r.mentions_any(entry, sorted(names), quoted=False):
+                continue
+            ms = self.r.module_source(entry)
+            for st in ms.stmts:
+                if st.kind in ("import", "script"):
+                    continue
+                for n in self._load_names(ms, st):
+                    k = self.r.binding_key(entry, ms, n) if n in names else None
+                    if k is not None and (key in self.writes_of(k) or k == key and (
+                            n in ms.access(st)[1] or n in self._statement_fills(entry, ms, st))):
+                        out.append(mkey)
+                        break
+                else:
+                    continue
+                break
+        return out
+
+    def note_package_fillers(self, nodes: list[NodeId]) -> None:
+        """Registrations inlined from modules only a package ``__init__`` imports: said in the
+        header, with the imports that run them upstream."""
+        inlined = {n[0] for n in nodes}
+        for mkey, (chain, _) in sorted(self.package_fillers.items(),
+                                       key=lambda kv: self.b.entries[kv[0]].facts.relpath):
+            if mkey in inlined:
+                self.b.notes.append(
+                    f"{self.b.entries[mkey].facts.relpath} fills a registry this block reads; "
+                    f"the block's modules never import it, but upstream runs it "
+                    f"({' -> '.join(chain)}): its registrations are inlined")
 
     def note_imports_by_name(self, nodes: list[NodeId]) -> None:
         """Registrations inlined from modules that upstream imports by computed name: said in
