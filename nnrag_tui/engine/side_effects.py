@@ -820,19 +820,21 @@ class SideEffects:
                     not self.r.mentions_any(entry, sorted(names), quoted=False):
                 continue
             ms = self.r.module_source(entry)
-            for st in ms.stmts:
-                if st.kind in ("import", "script"):
-                    continue
-                for n in self._load_names(ms, st):
-                    k = self.r.binding_key(entry, ms, n) if n in names else None
-                    if k is not None and (key in self.writes_of(k) or k == key and (
-                            n in ms.access(st)[1] or n in self._statement_fills(entry, ms, st))):
-                        out.append(mkey)
-                        break
-                else:
-                    continue
-                break
+            if any(self._fills_as_it_runs(entry, ms, st, key, names) for st in ms.stmts
+                   if st.kind not in ("import", "script")):
+                out.append(mkey)
         return out
+
+    def _fills_as_it_runs(self, entry: ModuleEntry, ms: ModuleSource, st: TopStmt,
+                          key: BindKey, names: set[str]) -> bool:
+        """Whether the module-level statement ``st`` stores into the container ``key``, or
+        calls (or decorates with) a function that does, by one of ``names``."""
+        for n in self._load_names(ms, st):
+            k = self.r.binding_key(entry, ms, n) if n in names else None
+            if k is not None and (key in self.writes_of(k) or k == key and (
+                    n in ms.access(st)[1] or n in self._statement_fills(entry, ms, st))):
+                return True
+        return False
 
     def note_package_fillers(self, nodes: list[NodeId]) -> None:
         """Registrations inlined from modules only a package ``__init__`` imports: said in the
