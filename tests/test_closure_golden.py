@@ -246,6 +246,14 @@ MUST = {
     ("package_registry", "GraphHead"): [
         "register_pooling('add', add_pool)\nregister_pooling('mean', mean_pool)",
         "upstream runs it (pkgreg.models.head -> pkgreg.models -> pkgreg.models.pooling)"],
+    # a corpus module imported inside a function: a module object stands in for it, with
+    # every name where the function uses it as a value (torch_geometric's ``vars(aggr)``),
+    # with the names it reads from it otherwise (torchvision's ``F.pil_to_tensor``), where
+    # upstream runs that module already as the block's module loads; where it runs it only
+    # then, the import stays (einops' ``from .layers import tensorflow``)
+    ("local_module_import", "Net"): ['aggr = types.ModuleType("lmi.aggr")',
+                                     "O.__dict__.update(\n    double=double,\n)",
+                                     "        from lmi import late\n"],
     # timm's ``_model_entrypoints``: too many such modules fill it to inline them; said
     ("package_registry", "Teacher"): ["is filled upstream also by 5 modules that importing "
                                       "pkgreg.teacher runs"],
@@ -666,6 +674,8 @@ MUST_NOT = {
     # encoders registered beside the block are no part of it
     ("module_registry", "EncA"): ["class EncB"],
     ("package_registry", "Teacher"): ["class M1", "register_model"],
+    ("local_module_import", "Net"): ["import lmi.aggr", "from lmi import ops", "def halve",
+                                     "def triple"],
     ("refusing_registry", "Small"): ["class Large", "class Looked", "def get_model"],
     ("guarded_const", "Attention"): ["_UNRELATED", "to_3tuple"],
     ("same_name", "Net"): ["LINEAR_SCALE"],

@@ -110,6 +110,26 @@ RESOURCE_CALLS = frozenset(f"{m}.{f}" for m in ("importlib.resources", "importli
 ANCHOR_NAMES = {"os": "os", "spec_from_file_location": "importlib.util.spec_from_file_location"}
 
 
+def attribute_reads(scope: ast.AST, name: str) -> frozenset[str] | None:
+    """The attributes ``scope`` reads from ``name`` (torchvision's ``from torchvision.transforms.
+    v2 import functional as F`` inside ``Image.__new__``, then ``F.pil_to_tensor(data)``), where
+    it uses ``name`` only so; None where it uses it otherwise too (torch_geometric's
+    ``vars(aggr)``), or rebinds it."""
+    heads = {id(n.value): n.attr for n in ast.walk(scope)
+             if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)
+             and n.value.id == name and isinstance(n.ctx, ast.Load)}
+    out: set[str] = set()
+    for n in ast.walk(scope):
+        if isinstance(n, ast.Name) and n.id == name:
+            if id(n) not in heads:
+                return None
+            out.add(heads[id(n)])
+        elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and \
+                n is not scope and n.name == name:
+            return None
+    return frozenset(out)
+
+
 def reads_resources(stmt: ast.stmt, name: str, identity: Callable[[str], str | None]) -> int:
     """The line where ``stmt`` hands ``name`` to a call of ``RESOURCE_CALLS`` as the anchor
     (its first argument), or 0. ``identity`` gives what an external name of the statement
@@ -184,6 +204,8 @@ class ModuleObject:
     held: list[str] = field(default_factory=list)  # submodules held as module objects
     visited: bool = False  # its members followed (a member added later is followed then)
     listed: bool = False  # read by a computed name: holds what its ``__all__`` lists
+    # holds only the names that the functions importing it read from it (attribute_reads)
+    partial: bool = False
     # where it is the anchor of upstream's files: upstream's file name of the module, who
     # reads its files (``module:line``), and those files (path on disk, path beside the file)
     anchor: str | None = None
@@ -196,6 +218,13 @@ class ModuleObject:
 
     def note(self, name: str) -> str:
         count = len(self.members) + len(self.held)
+        if self.partial:
+            held = sorted([n for n, _ in self.members] + self.held)
+            what = ", ".join(f"`{n}`" for n in held) if count <= MAX_SHOWN else \
+                f"the {count} names of that module read from it there"
+            return (f"`{name}` is a module object standing in for {self.module}, which "
+                    f"{self.user} imports inside a function: it holds {what}, inlined or "
+                    "imported here, so calling that function needs no installed package")
         left = len(self.submodules - set(self.held))
         return (f"`{name}` is a module object standing in for {self.module}, which {self.user} "
                 f"uses as a value: it holds the {count} name{'s' if count != 1 else ''} that "

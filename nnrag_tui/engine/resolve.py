@@ -70,6 +70,7 @@ from nnrag_tui.engine.moduleobject import (
     ANCHOR_NAMES,
     MODULE_OBJECT,
     ModuleObject,
+    attribute_reads,
     is_object_key,
     namespace,
     object_key,
@@ -373,26 +374,72 @@ class _ClosureBuilder:
                 self._bind(("def", node[0], name))
         return node
 
-    def module_object(self, mentry: ModuleEntry, name: str, user: str) -> NodeId:
+    def module_object(self, mentry: ModuleEntry, name: str, user: str,
+                      only: frozenset[str] | None = None) -> NodeId:
         """The statement standing in for the corpus module ``mentry`` where it is used as a
-        value (engine.moduleobject), named ``name`` as its first user calls it."""
+        value (engine.moduleobject), named ``name`` as its first user calls it; holding only
+        the names ``only`` where given (an import inside a function that reads nothing else
+        from it), until a user needs more."""
         key = object_key(mentry.key)
-        if key not in self.objects:
-            found = {n: self.index.lookup(mentry, n) for n in namespace(self.index, mentry)}
-            unsure, gone = unsure_members(self.ms(mentry), list(found))
-            # (``from __future__ import annotations`` binds ``annotations`` too: a directive
-            # to the compiler, which a file without that import cannot bind, left out)
-            members = [(n, t) for n, t in found.items() if t.kind in ("def", "external") and not (
-                n == "types" and not (t.kind == "external" and t.name == "types"))
-                and n not in gone and not t.name.startswith("__future__.")]
-            subs = frozenset(n for n, t in found.items() if t.kind == "module")
+        obj = self.objects.get(key)
+        if obj is None:
+            members, unsure, subs = self._object_members(mentry, only)
             obj = self.objects[key] = ModuleObject(mentry.module, name, user, members, unsure,
-                                                   subs)
+                                                   subs, partial=only is not None)
             self.modules[key] = obj.source()
             self.entries[key] = mentry
             self.object_notes[key] = len(self.notes)
             self.notes.append(obj.note(name))
+        elif obj.partial:
+            self._widen_object(key, only)
+        if only:
+            self.hold_submodules_of(key, only, user)
         return self._add((key, 0))
+
+    def _object_members(self, mentry: ModuleEntry, only: frozenset[str] | None
+                        ) -> tuple[list[tuple[str, Target]], set[str], frozenset[str]]:
+        """(members, those bound on some paths only, submodules) of a module object for
+        ``mentry``, of the names ``only`` where given."""
+        names = namespace(self.index, mentry)
+        if only is not None:
+            names = [n for n in names if n in only]
+        found = {n: self.index.lookup(mentry, n) for n in names}
+        unsure, gone = unsure_members(self.ms(mentry), list(found))
+        # (``from __future__ import annotations`` binds ``annotations`` too: a directive
+        # to the compiler, which a file without that import cannot bind, left out)
+        members = [(n, t) for n, t in found.items() if t.kind in ("def", "external") and not (
+            n == "types" and not (t.kind == "external" and t.name == "types"))
+            and n not in gone and not t.name.startswith("__future__.")]
+        subs = frozenset(n for n, t in found.items() if t.kind == "module")
+        return members, unsure, subs
+
+    def _widen_object(self, key: tuple[str, str], only: frozenset[str] | None) -> None:
+        """A module object that held only some names of its module gets ``only`` too, or
+        every name where ``only`` is None."""
+        obj, mentry = self.objects[key], self.entries[key]
+        have = {n for n, _ in obj.members}
+        if only is not None and only <= have:
+            return
+        members, unsure, subs = self._object_members(mentry, only)
+        added = [(n, t) for n, t in members if n not in have]
+        obj.submodules |= subs
+        if only is None:
+            obj.partial = False
+        if not added:
+            return
+        obj.members += added
+        obj.unsure |= unsure & {n for n, _ in added}
+        self.modules[key] = obj.source()
+        if obj.visited:  # (else its visit follows them)
+            for n, t in added:
+                self.follow_member((key, 0), mentry, n, t)
+
+    def hold_submodules_of(self, key: tuple[str, str], names: frozenset[str], where: str
+                           ) -> None:
+        """The submodules among ``names`` that a partial module object is read for."""
+        for n in sorted(names - {m for m, _ in self.objects[key].members}):
+            if self.index.lookup(self.entries[key], n).kind == "module":
+                self.hold_submodules(key, [n], where)
 
     def bind_local_module_imports(self) -> set[str]:
         """An import of a corpus module inside a function binds the module object standing in
@@ -1554,6 +1601,22 @@ class _ClosureBuilder:
                     self.deps.append(Dependency(node, rec.bound, "definition", t.qualified,
                                                 "local-import", t.confidence, in_class_body,
                                                 nodes))
+                elif t.kind == "module" and t.entry is not None and holder is not None \
+                        and not in_class_body and not self.r.is_external(t.entry.module) \
+                        and (rec.is_from or rec.asname or "." not in (rec.target or "")) \
+                        and t.entry.key in self.r.imported_along_of(self.entry):
+                    # the module itself, bound by the import, of a module upstream's import
+                    # of the block's module runs already (so the import only fetches it): a
+                    # module object stands in for it, holding what the function reads from it
+                    # (all where it uses it as a value, torch_geometric's ``vars(aggr)``), so
+                    # the file needs no package. A module upstream first runs there (einops'
+                    # ``from .layers import tensorflow``, which imports tensorflow) stays an
+                    # import, as its code must run only then (engine.deferred)
+                    obj = self.module_object(t.entry, rec.bound, f"{entry.module}:{rec.line}",
+                                             attribute_reads(holder, rec.bound))
+                    self.guarded[(node, rec.line, rec.bound)] = ("def", obj[0], MODULE_OBJECT)
+                    self.deps.append(Dependency(node, rec.bound, "definition", t.name,
+                                                "local-import", 1.0, False, (obj,)))
                 elif t.kind in ("module", "unresolved") and (
                         t.entry is not None or self.index.find_module(
                             rec.target, entry.source) is not None):
