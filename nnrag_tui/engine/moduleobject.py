@@ -32,6 +32,14 @@ data files only), the object is the anchor of its files: it gets a ``__spec__`` 
 named by the module, where the module's data files go (engine.modulefiles). A plain module
 object has no spec, and ``files()`` raised TypeError where upstream's reads its files.
 
+A corpus module imported inside a function, where upstream's import of the block's module has
+run that module already (so the import only fetches it), gets such an object too: torch_geometric's
+``aggregation_resolver`` runs ``import torch_geometric.nn.aggr as aggr`` and searches
+``vars(aggr)``, so its object holds every name. Where the function only reads ``mod.X`` from it
+(torchvision's ``Image.__new__``: ``F.pil_to_tensor(data)``), the object holds just those names
+(``attribute_reads``), and grows when another user needs more. A module upstream runs first at
+that import (einops' ``from .layers import tensorflow``) stays an import (engine.deferred).
+
 The statement is not upstream text: it lives in a module of its own in the closure (the key
 ``(source, module + "#object")``) and the header says what it stands for.
 """
