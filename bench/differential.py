@@ -84,6 +84,19 @@ class _AnyMeta(type):
         return _Inert(cls.__qualname__)
 
 
+def _holds_stand_in(block: object) -> bool:
+    """Whether a built block, or a module of its tree, keeps a stand-in or what calling one
+    gave as an attribute (a plain attribute, which its ``repr`` does not print)."""
+    from torch import nn
+
+    mods = block.modules() if isinstance(block, nn.Module) else [block]
+    for mod in mods:
+        for value in getattr(mod, "__dict__", {}).values():
+            if isinstance(value, (_Inert, _AnyMeta)):
+                return True
+    return False
+
+
 def _placeholder(name: str) -> type:
     return _AnyMeta(name, (), {"__qualname__": name})
 
@@ -567,6 +580,12 @@ def compare(job: dict, blockrun) -> dict:
             if isinstance(exc, MemoryError) or "can't allocate memory" in str(exc):
                 raise _NotComparable("the two builds do not fit the memory cap together "
                                      f"(upstream built with {shown})") from None
+            if _holds_stand_in(up):
+                # (timm's GraphExtractNet: upstream's ``create_feature_extractor`` was a
+                # stand-in, which accepts what the file's real one refuses)
+                raise _NotComparable("the upstream block holds a stand-in for a package that "
+                                     "cannot be imported here, which built it with "
+                                     f"{shown}") from None
             raise _Differs(f"upstream builds with {shown}, the generated class raises "
                            f"{type(exc).__name__}: {exc}") from None
         break
@@ -579,7 +598,7 @@ def compare(job: dict, blockrun) -> dict:
     if not isinstance(up, nn.Module):
         return result | {"checked": ["signature"]}
     if _repr(up) != _repr(gen):
-        if "<stand-in " in repr(up):
+        if "<stand-in " in repr(up) or _holds_stand_in(up):
             raise _NotComparable("the upstream block holds a stand-in for a package that "
                                  "cannot be imported here")
         if _repr(up) == _repr(gen, renamed):

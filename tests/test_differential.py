@@ -257,6 +257,41 @@ def test_an_instance_of_a_stand_in_made_at_import_leaves_other_blocks_comparable
     assert r["note"] == "no probe input runs the upstream forward", r
 
 
+# timm's GraphExtractNet keeps ``create_feature_extractor(model, return_nodes)`` as a plain
+# attribute: upstream built it only because that function was a stand-in, which accepts
+# anything; the generated file has the real function, which raises for the same arguments
+BUILT_THROUGH_A_STAND_IN = '''\
+from torch import nn
+from pkgv.extract import make_extractor
+
+
+class Extract(nn.Module):
+    def __init__(self, nodes: bool = False):
+        super().__init__()
+        self.extractor = make_extractor(nodes)
+'''
+
+RAISES_FOR_THOSE_ARGUMENTS = '''\
+from torch import nn
+
+
+def make_extractor(nodes):
+    return {k: v for k, v in nodes.items()}
+
+
+class Extract(nn.Module):
+    def __init__(self, nodes: bool = False):
+        super().__init__()
+        self.extractor = make_extractor(nodes)
+'''
+
+
+def test_an_upstream_built_only_through_a_stand_in_is_not_comparable(tmp_path):
+    r = compare(tmp_path, RAISES_FOR_THOSE_ARGUMENTS, BUILT_THROUGH_A_STAND_IN, "Extract",
+                stubs=("pkgv",))
+    assert r["verdict"] == "not_comparable" and "stand-in" in r["reason"], r
+
+
 # coqui TTS's losses.SSIMLoss holds ``_SSIMLoss()``, imported as an alias of ssim.SSIMLoss: one
 # file cannot have two classes named SSIMLoss, so the inner one is renamed and the header says so
 CLASH_UPSTREAM = {
