@@ -125,7 +125,7 @@ def registrations(node: ast.stmt) -> list[tuple[str, str]]:
             if key is None:
                 given = [k.value for k in sub.keywords if k.arg == "module"] or sub.args[:1]
                 chain = dotted(given[0]) if given else None
-                keys = loops.get(chain, []) if chain in loops else \
+                keys = loops[chain] if chain in loops else \
                     [chain.rpartition(".")[2]] if chain else []
             out += [(found[0], k) for k in keys]
         todo.extend(ast.iter_child_nodes(sub))
