@@ -1168,3 +1168,49 @@ def test_a_difference_that_a_fresh_interpreter_shows_as_well_still_differs(tmp_p
     results = _run_jobs(tmp_path, [{"key": "pkg.registry:Model", "file": str(gen)}])
     assert results[0]["verdict"] == "differs", results
     assert "differs_after_other_jobs" not in results[0], results
+
+
+# torchvision's MViT MultiscaleAttention holds about 1 GiB of weights for the arguments tried:
+# the two builds fit the child's memory cap, a third copy of upstream's weights (kept only to
+# build upstream again where outputs differ) did not, and the block came out not comparable.
+# Here a buffer whose copy the allocator refuses stands in for those weights.
+REFUSES_A_COPY = '''\
+import torch
+from torch import nn
+
+
+class Refused(torch.Tensor):
+    __torch_function__ = torch._C._disabled_torch_function_impl
+
+    def clone(self, *args, **kwargs):
+        raise RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate "
+                           "1073741824 bytes. Error code 12 (Cannot allocate memory)")
+
+
+class Heavy(nn.Module):
+    def __init__(self, width: int = 8):
+        super().__init__()
+        self.fc = nn.Linear(width, width)
+        self.register_buffer("table", torch.ones(width))
+
+    def _save_to_state_dict(self, destination, prefix, keep_vars):
+        super()._save_to_state_dict(destination, prefix, keep_vars)
+        destination[prefix + "table"] = destination[prefix + "table"].as_subclass(Refused)
+
+    def forward(self, x):
+        return self.fc(x) * self.table
+'''
+
+
+def test_weights_too_large_to_copy_once_more_are_still_compared(tmp_path):
+    r = compare(tmp_path, REFUSES_A_COPY, REFUSES_A_COPY, "Heavy")
+    assert r["verdict"] == "same", r
+    assert {"eval", "train"} <= set(r["checked"]), r
+
+
+def test_weights_too_large_to_copy_once_more_still_differ(tmp_path):
+    edited = REFUSES_A_COPY.replace("return self.fc(x) * self.table",
+                                    "return self.fc(x) * self.table + 1")
+    assert edited != REFUSES_A_COPY
+    r = compare(tmp_path, edited, REFUSES_A_COPY, "Heavy")
+    assert r["verdict"] == "differs", r
