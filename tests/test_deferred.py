@@ -131,3 +131,45 @@ def test_only_what_a_function_cannot_hold_loses_its_annotation():
     compile("def _f():\n    global SIZES, LIMIT, f\n" + "\n".join(
         "    " + line for line in unannotated(text.replace("    WIDTH: int\n", "")).splitlines()),
         "<t>", "exec")
+
+
+def _kern_net(tmp_path, init: str) -> str:
+    from helpers import extract_tree
+
+    return extract_tree(tmp_path, {
+        "apkg/__init__.py": init,
+        "apkg/kern.py": "import nnrag_missing_triton as triton\n\n\ndef fast(x):\n"
+                        "    return triton.go(x)\n",
+        "apkg/net.py": ("from torch import nn\n\n\nclass Net(nn.Module):\n"
+                        "    def forward(self, x, fast_path=False):\n"
+                        "        if fast_path:\n            from .kern import fast\n\n"
+                        "            return fast(x)\n        return x\n"),
+    }).generated.code
+
+
+def test_a_module_the_package_imports_runs_as_the_file_is_imported(tmp_path):
+    """solo's ``methods/base.py`` imports ``utils/backbones.py`` (which needs timm, and
+    registers its models in timm's registry) only inside ``__init__``, but ``solo/__init__.py``
+    imports ``solo.utils``, whose ``__init__`` imports ``backbones``: upstream's import of any
+    method runs it, and fails without timm. So does the file's, rather than deferring that
+    module to the first call and saying upstream imports it only inside functions."""
+    code = _kern_net(tmp_path, "from . import kern\n")
+    assert "_run_kern" not in code and "imported only" not in code
+    assert "\nimport nnrag_missing_triton as triton\n" in code
+    with pytest.raises(ModuleNotFoundError, match="nnrag_missing_triton"):
+        exec(compile(code, "Net.py", "exec"), {})
+
+
+def test_a_module_the_package_imports_under_a_guard_still_runs_at_the_first_call(tmp_path):
+    """Where the package's ``__init__`` imports it in a ``try`` that catches ImportError,
+    upstream's import does without the package: the module still runs in its function at
+    the first import inside a function, and the file imports without the package."""
+    code = _kern_net(tmp_path, "try:\n    from . import kern\nexcept ImportError:\n    pass\n")
+    assert "\ndef _run_kern():\n" in code
+    namespace: dict = {}
+    exec(compile(code, "Net.py", "exec"), namespace)
+    import torch
+    net = namespace["Net"]()
+    assert net(torch.ones(1)).item() == 1.0
+    with pytest.raises(ModuleNotFoundError, match="nnrag_missing_triton"):
+        net(torch.ones(1), fast_path=True)

@@ -123,6 +123,10 @@ class Closure:
     # chain there reads through a module ``__getattr__``, which imports its module then: a
     # site of engine.deferred, as an import inside a function is (engine.lazyattr)
     lazy_reads: dict[tuple[NodeId, int], BindKey] = field(default_factory=dict)
+    # the modules of the closure that upstream's import of the block's module certainly runs
+    # (through imports under no guard: engine.imported_along), whatever imports them inside
+    # functions: their code runs as the file is imported
+    run_at_import: frozenset[tuple[str, str]] = frozenset()
 
     def stmt(self, node: NodeId) -> TopStmt:
         return self.modules[node[0]].stmts[node[1]]

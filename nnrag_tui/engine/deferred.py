@@ -8,6 +8,10 @@ importing ``tasks`` runs none of it. A file with that ``try`` at its top level a
 install as it is imported, and without clip fails to import where upstream's module does not.
 cogdl's ``operators/spmm.py`` compiles a C++ extension (``load(name="spmm_cpu", ...)``) at the
 first call of the function that imports it; at the top level, the file compiles it as it loads.
+A module that upstream's import of the block's module runs anyway, through a package
+``__init__`` that imports it under no ``try`` or ``if`` (solo's ``utils/backbones.py``), is
+none of these: its code runs as the file is imported, as upstream's does
+(``Closure.run_at_import``).
 
 Such a module's code (its statements in the closure other than definitions, imports and
 assignments that call nothing of the corpus: the ``try``, ``if``, ``for``, ``with`` and

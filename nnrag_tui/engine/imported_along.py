@@ -17,14 +17,17 @@ Edges = dict[tuple[str, str], list[ModuleEntry]]
 
 
 def imported_along(index: ModuleIndex, start: Iterable[ModuleEntry], edges: Edges,
-                   is_external: Callable[[str], bool]) -> dict[tuple[str, str], list[str]]:
+                   is_external: Callable[[str], bool], unguarded: bool = False
+                   ) -> dict[tuple[str, str], list[str]]:
     """Every corpus module that importing the ``start`` modules runs (their packages'
     ``__init__`` and, transitively, what each imports at module level, guarded imports
     included, ``if TYPE_CHECKING:`` ones not), each with the chain of module names that leads
     to it from a start module. An import leads into another repository of the corpus where the
     importing module's own repository has no module of that name, as engine.bindings resolves
     it: mmdet's ``from mmcv.ops import ...`` runs ``mmcv/ops/__init__.py``, which registers
-    ``DCNv2``. ``edges`` caches each module's direct ones."""
+    ``DCNv2``. ``edges`` caches each module's direct ones. ``unguarded``: only imports under
+    no ``try`` or ``if``, which upstream's import certainly runs (``edges`` then caches
+    those)."""
     seen: dict[tuple[str, str], list[str]] = {}
     queue: deque[ModuleEntry] = deque()
     for e in sorted(start, key=lambda e: e.key):
@@ -36,7 +39,7 @@ def imported_along(index: ModuleIndex, start: Iterable[ModuleEntry], edges: Edge
         chain = seen[e.key]
         out = edges.get(e.key)
         if out is None:
-            out = edges[e.key] = _imports_run(index, e, is_external)
+            out = edges[e.key] = _imports_run(index, e, is_external, unguarded)
         for found in out:
             if found.key not in seen:
                 seen[found.key] = [*chain, found.module]
@@ -44,14 +47,15 @@ def imported_along(index: ModuleIndex, start: Iterable[ModuleEntry], edges: Edge
     return seen
 
 
-def _imports_run(index: ModuleIndex, e: ModuleEntry, is_external: Callable[[str], bool]
-                 ) -> list[ModuleEntry]:
+def _imports_run(index: ModuleIndex, e: ModuleEntry, is_external: Callable[[str], bool],
+                 unguarded: bool = False) -> list[ModuleEntry]:
     """The corpus modules that importing ``e`` runs directly: its packages, and what its
     module-level imports name (with their packages), from ``e``'s own source where it has
-    them."""
+    them (``unguarded``: only imports under no guard)."""
     modules = _runs_first(e.module)
     for rec in e.facts.imports:
-        if rec.guard.kind == "type_checking" or not rec.target:
+        if rec.guard.kind == "type_checking" or not rec.target \
+                or unguarded and rec.guard.kind:
             continue
         for target in [rec.target] + ([f"{rec.target}.{rec.name}"] if rec.name else []):
             modules += [*_runs_first(target), target]

@@ -268,8 +268,11 @@ def _lazy_groups(closure: Closure, guarded: set[tuple[str, str]],
         for n in d.nodes:
             if n[0] != d.user[0] and not lazy:
                 eager.setdefault(n[0], set()).add(d.user[0])
-    # the modules only ever imported lazily, or by such modules: the largest such set
-    lazily = {m for m in emitted if m != target and m not in guarded and not is_object_key(m)}
+    # the modules only ever imported lazily, or by such modules: the largest such set; not
+    # those upstream's import of the block's module runs anyway, through a package's
+    # ``__init__`` (solo's ``utils/backbones.py``, which needs timm: upstream's import does)
+    lazily = {m for m in emitted if m != target and m not in guarded and not is_object_key(m)
+              and m not in closure.run_at_import}
     changed = True
     while changed:
         changed = False

@@ -113,10 +113,12 @@ class Resolver:
         # module -> (line, what) of its statements importing a folder's modules by name
         self._folder_imports: dict[tuple[str, str], list[tuple[int, FolderImport]]] = {}
         self.import_edges: Edges = {}  # module -> the modules importing it runs directly
+        self.unguarded_edges: Edges = {}  # the same through imports under no guard only
         # (module, statement line) -> the config ``type`` keys it names (engine.config_keys)
         self.type_keys: dict[tuple[tuple[str, str], int], frozenset[str]] = {}
         self._run_orders: dict[tuple[str, str], RunOrder] = {}
         self._along: dict[tuple[str, str], dict[tuple[str, str], list[str]]] = {}
+        self._surely_along: dict[tuple[str, str], dict[tuple[str, str], list[str]]] = {}
         self._mentions: dict[tuple[tuple[str, str], str], bool] = {}
         # source -> operator (``NS::OP``) -> the statements registering something for it, and
         # whether each defines it (engine.torchops)
@@ -136,6 +138,17 @@ class Resolver:
         if hit is None:
             hit = self._along[entry.key] = imported_along(self.index, [entry], self.import_edges,
                                                           self.is_external)
+        return hit
+
+    def surely_imported_along_of(self, entry: ModuleEntry
+                                 ) -> dict[tuple[str, str], list[str]]:
+        """The modules of ``imported_along_of`` that upstream's import of ``entry`` runs
+        through imports under no ``try`` or ``if`` alone: certainly, wherever it imports at
+        all; cached."""
+        hit = self._surely_along.get(entry.key)
+        if hit is None:
+            hit = self._surely_along[entry.key] = imported_along(
+                self.index, [entry], self.unguarded_edges, self.is_external, unguarded=True)
         return hit
 
     def is_external(self, module: str) -> bool:
@@ -743,7 +756,9 @@ class _ClosureBuilder:
                        self.unresolved, self.notes, sorted(future), self.early_refs,
                        self.module_files, self.unsure, emptied, scopes,
                        self.r.external_packages, quoted, self.relocated_files, typing,
-                       self.deferred_code, self.lazy_reads)
+                       self.deferred_code, self.lazy_reads,
+                       frozenset(k for k in self.r.surely_imported_along_of(self.entry)
+                                 if k in self.modules))
 
     def quoted_annotations(self, nodes: list[NodeId], future: list[str],
                            typing: frozenset[NodeId]) -> frozenset[tuple[str, str]]:
@@ -780,7 +795,10 @@ class _ClosureBuilder:
         imported. Where it is more than definitions (``try: import triton except ImportError:
         raise RuntimeError(...)``, or an assignment that calls one of the corpus's: BigVGAN's
         ``anti_alias_activation_cuda = load.load()`` builds a CUDA extension), the file may
-        fail to import where upstream's module does not: said in the header."""
+        fail to import where upstream's module does not: said in the header. A module that
+        upstream's import of the block's module runs anyway, through a package ``__init__``
+        (solo's ``utils/backbones.py``, which ``solo/utils/__init__.py`` imports), runs when
+        the file is imported, as there."""
         incoming: dict[tuple[str, str], list[Dependency]] = {}
         called: dict[NodeId, set[str]] = {}  # the definitions each statement reads as it runs
         for d in self.deps:
@@ -790,8 +808,10 @@ class _ClosureBuilder:
                 called.setdefault(d.user, set()).add(d.name)
             for key in {n[0] for n in d.nodes if n[0] != d.user[0]}:
                 incoming.setdefault(key, []).append(d)
+        along = self.r.surely_imported_along_of(self.entry)
         for key, edges in incoming.items():
-            if key == self.entry.key or any(d.how != "local-import" for d in edges):
+            if key == self.entry.key or key in along \
+                    or any(d.how != "local-import" for d in edges):
                 continue
             ms = self.modules[key]
             found = tuple((k, i) for k, i in nodes if k == key and (
