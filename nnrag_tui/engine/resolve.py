@@ -362,6 +362,7 @@ class _ClosureBuilder:
         self.local_modules: list[tuple[NodeId, ImportRecord, Target, bool, str]] = []
         self.object_notes: dict[tuple[str, str], int] = {}  # module object -> its note
         self.deferred_code: dict[tuple[str, str], tuple[int, tuple[NodeId, ...]]] = {}
+        self._run_at_import: frozenset[tuple[str, str]] | None = None
         # (statement, first line of a statement inside a function of it) -> the definition
         # a chain there reads through a module ``__getattr__`` (engine.lazyattr)
         self.lazy_reads: dict[tuple[NodeId, int], BindKey] = {}
@@ -756,9 +757,19 @@ class _ClosureBuilder:
                        self.unresolved, self.notes, sorted(future), self.early_refs,
                        self.module_files, self.unsure, emptied, scopes,
                        self.r.external_packages, quoted, self.relocated_files, typing,
-                       self.deferred_code, self.lazy_reads,
-                       frozenset(k for k in self.r.surely_imported_along_of(self.entry)
-                                 if k in self.modules))
+                       self.deferred_code, self.lazy_reads, self.run_at_import())
+
+    def run_at_import(self) -> frozenset[tuple[str, str]]:
+        """The modules of the closure that upstream's import of the block's module certainly
+        runs (``Closure.run_at_import``); none looked for where no definition is imported
+        inside a function or under a guard, the only ones engine.deferred and engine.nesting
+        could put off."""
+        if self._run_at_import is None:
+            lazy = any(d.how in ("local-import", "guarded") for d in self.deps)
+            self._run_at_import = frozenset(
+                k for k in self.r.surely_imported_along_of(self.entry)
+                if k in self.modules) if lazy else frozenset()
+        return self._run_at_import
 
     def quoted_annotations(self, nodes: list[NodeId], future: list[str],
                            typing: frozenset[NodeId]) -> frozenset[tuple[str, str]]:
@@ -808,10 +819,9 @@ class _ClosureBuilder:
                 called.setdefault(d.user, set()).add(d.name)
             for key in {n[0] for n in d.nodes if n[0] != d.user[0]}:
                 incoming.setdefault(key, []).append(d)
-        along = self.r.surely_imported_along_of(self.entry)
         for key, edges in incoming.items():
-            if key == self.entry.key or key in along \
-                    or any(d.how != "local-import" for d in edges):
+            if key == self.entry.key or any(d.how != "local-import" for d in edges) \
+                    or key in self.run_at_import():
                 continue
             ms = self.modules[key]
             found = tuple((k, i) for k, i in nodes if k == key and (
