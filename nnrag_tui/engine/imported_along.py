@@ -26,8 +26,8 @@ def imported_along(index: ModuleIndex, start: Iterable[ModuleEntry], edges: Edge
     importing module's own repository has no module of that name, as engine.bindings resolves
     it: mmdet's ``from mmcv.ops import ...`` runs ``mmcv/ops/__init__.py``, which registers
     ``DCNv2``. ``edges`` caches each module's direct ones. ``unguarded``: only imports under
-    no ``try`` or ``if``, which upstream's import certainly runs (``edges`` then caches
-    those)."""
+    no ``try``, ``if`` or ``with``, which upstream's import certainly runs (``edges`` then
+    caches those)."""
     seen: dict[tuple[str, str], list[str]] = {}
     queue: deque[ModuleEntry] = deque()
     for e in sorted(start, key=lambda e: e.key):

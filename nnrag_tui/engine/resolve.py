@@ -143,8 +143,8 @@ class Resolver:
     def surely_imported_along_of(self, entry: ModuleEntry
                                  ) -> dict[tuple[str, str], list[str]]:
         """The modules of ``imported_along_of`` that upstream's import of ``entry`` runs
-        through imports under no ``try`` or ``if`` alone: certainly, wherever it imports at
-        all; cached."""
+        through imports under no ``try``, ``if`` or ``with`` alone: certainly, wherever it
+        imports at all; cached."""
         hit = self._surely_along.get(entry.key)
         if hit is None:
             hit = self._surely_along[entry.key] = imported_along(
