@@ -131,24 +131,17 @@ class Resolver:
             hit = self._run_orders[entry.key] = RunOrder(self.index, entry, self.is_external)
         return hit
 
-    def imported_along_of(self, entry: ModuleEntry) -> dict[tuple[str, str], list[str]]:
+    def imported_along_of(self, entry: ModuleEntry, unguarded: bool = False
+                          ) -> dict[tuple[str, str], list[str]]:
         """Every corpus module upstream's import of ``entry`` runs, each with its chain of
-        imports (engine.imported_along); cached."""
-        hit = self._along.get(entry.key)
+        imports (engine.imported_along); ``unguarded``: only those it runs through imports
+        under no ``try``, ``if`` or ``with``, certainly, wherever it imports at all. Cached."""
+        cache, edges = (self._surely_along, self.unguarded_edges) if unguarded else (
+            self._along, self.import_edges)
+        hit = cache.get(entry.key)
         if hit is None:
-            hit = self._along[entry.key] = imported_along(self.index, [entry], self.import_edges,
-                                                          self.is_external)
-        return hit
-
-    def surely_imported_along_of(self, entry: ModuleEntry
-                                 ) -> dict[tuple[str, str], list[str]]:
-        """The modules of ``imported_along_of`` that upstream's import of ``entry`` runs
-        through imports under no ``try``, ``if`` or ``with`` alone: certainly, wherever it
-        imports at all; cached."""
-        hit = self._surely_along.get(entry.key)
-        if hit is None:
-            hit = self._surely_along[entry.key] = imported_along(
-                self.index, [entry], self.unguarded_edges, self.is_external, unguarded=True)
+            hit = cache[entry.key] = imported_along(self.index, [entry], edges,
+                                                    self.is_external, unguarded)
         return hit
 
     def is_external(self, module: str) -> bool:
@@ -767,7 +760,7 @@ class _ClosureBuilder:
         if self._run_at_import is None:
             lazy = any(d.how in ("local-import", "guarded") for d in self.deps)
             self._run_at_import = frozenset(
-                k for k in self.r.surely_imported_along_of(self.entry)
+                k for k in self.r.imported_along_of(self.entry, unguarded=True)
                 if k in self.modules) if lazy else frozenset()
         return self._run_at_import
 
