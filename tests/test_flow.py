@@ -77,6 +77,11 @@ def test_reads_that_need_another_binding(code):
     # a loop may not run; del removes
     ("for i in range(N):\n    last = i\n", set()),
     ("X = 1\nY = 2\ndel X\n", {"Y"}),
+    # a def or class binds its name; what its body binds is not the module's (its body is not
+    # walked: tensordict's ten-thousand-line classes)
+    ("class A:\n    X = 1\n\n\ndef f():\n    global Y\n    Y = 1\n", {"A", "f"}),
+    ("if A:\n    class C:\n        pass\nelse:\n    def C():\n        pass\n", {"C"}),
+    ("@register\ndef g():\n    pass\n", {"g"}),
 ])
 def test_definitely_bound(code, expected):
     assert definitely_bound(ast.parse(code).body) == expected
