@@ -84,9 +84,13 @@ class RunOrder:
     __init__.py`` imports ``conv`` first."""
 
     def __init__(self, index: ModuleIndex, start: ModuleEntry,
-                 is_external: Callable[[str], bool]) -> None:
+                 is_external: Callable[[str], bool],
+                 steps: dict[tuple[str, str], list[tuple[str, object]]] | None = None) -> None:
+        """``steps``: each module's steps, kept across the run orders of one index and
+        ``is_external`` (the same modules' steps, asked again for each start module)."""
         self.index = index
         self.is_external = is_external
+        self._steps_of = {} if steps is None else steps
         # module -> (first line, position): its statements from that line on run at position
         self.marks: dict[tuple[str, str], list[tuple[int, int]]] = {}
         self._run(start)
@@ -101,6 +105,14 @@ class RunOrder:
         return (marks[max(i, 0)][1], line)
 
     def _steps(self, e: ModuleEntry) -> list[tuple[str, object]]:
+        """What running ``e`` does, in order: run its packages, begin, then for each import
+        run its modules and mark the line after it. Not to be changed."""
+        hit = self._steps_of.get(e.key)
+        if hit is None:
+            hit = self._steps_of[e.key] = self._own_steps(e)
+        return hit
+
+    def _own_steps(self, e: ModuleEntry) -> list[tuple[str, object]]:
         steps: list[tuple[str, object]] = [("run", m) for m in self._found(_runs_first(e.module), e)]
         steps.append(("begin", None))
         for rec in sorted(e.facts.imports, key=lambda r: r.line):

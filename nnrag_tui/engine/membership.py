@@ -30,18 +30,43 @@ from __future__ import annotations
 import ast
 from collections.abc import Callable
 
+from nnrag_tui.engine.nodecache import per_node
 from nnrag_tui.engine.parse import dotted
 
 _FILLS = frozenset({"add", "append"})
 
 
 def parents_of(node: ast.AST) -> dict[ast.AST, ast.AST]:
-    """Each node below ``node`` -> the node holding it."""
-    parents: dict[ast.AST, ast.AST] = {}
-    for parent in ast.walk(node):
-        for child in ast.iter_child_nodes(parent):
-            parents[child] = parent
+    """Each node below ``node`` -> the node holding it; not to be changed. Kept on the node
+    (the map holds ``node`` itself, so a weak cache would keep it forever; as an attribute it
+    goes with its tree): each statement reading a registry is asked once per registry and
+    question, and again by each closure of its package (tensordict's ``TensorDictBase``,
+    thousands of lines)."""
+    parents = getattr(node, "_nnrag_parents", None)
+    if parents is None:
+        parents = {}
+        for parent in ast.walk(node):
+            for child in ast.iter_child_nodes(parent):
+                parents[child] = parent
+        node._nnrag_parents = parents  # type: ignore[attr-defined]
     return parents
+
+
+def uses_of(node: ast.AST, name: str) -> list[ast.AST]:
+    """The uses of ``name`` below ``node`` (``is_use``), in ``ast.walk``'s order."""
+    return _spelled(node).get(name, [])
+
+
+@per_node
+def _spelled(node: ast.AST) -> dict[str, list[ast.AST]]:
+    """The plain names and dotted chains below ``node`` -> the nodes spelling them."""
+    index: dict[str, list[ast.AST]] = {}
+    for n in ast.walk(node):
+        key = n.id if isinstance(n, ast.Name) else dotted(n) \
+            if isinstance(n, ast.Attribute) else None
+        if key is not None:
+            index.setdefault(key, []).append(n)
+    return index
 
 
 def is_use(node: ast.AST, name: str) -> bool:
@@ -55,24 +80,20 @@ def is_use(node: ast.AST, name: str) -> bool:
 def identity_uses_only(node: ast.AST, name: str) -> bool:
     """Whether every use of ``name`` in ``node`` is a membership test or the store of an object
     of the storing function's own (see the module's docstring)."""
-    parents = parents_of(node)
-    for use in ast.walk(node):
-        if is_use(use, name) and \
-                not _membership(use, parents) and not _own_store(use, parents):
-            return False
-    return True
+    uses = uses_of(node, name)
+    parents = parents_of(node) if uses else {}
+    return all(_membership(use, parents) or _own_store(use, parents) for use in uses)
 
 
 def write_only_uses(node: ast.AST, name: str) -> bool:
     """Whether every use of ``name`` in ``node`` stores into it (``NAME[k] = v``,
     ``NAME.add(v)``/``.append(v)`` as a statement) or tests membership only to raise
     (``if k in NAME: raise ...``, ``assert k not in NAME``)."""
-    parents = parents_of(node)
-    for use in ast.walk(node):
-        if is_use(use, name) and not _store_into(use, parents) \
-                and not (_membership(use, parents) and _refuses(parents[use], parents)):
-            return False
-    return True
+    uses = uses_of(node, name)
+    parents = parents_of(node) if uses else {}  # (a class of thousands of lines may not use it)
+    return all(_store_into(use, parents)
+               or (_membership(use, parents) and _refuses(parents[use], parents))
+               for use in uses)
 
 
 def fills_only(fn: ast.FunctionDef | ast.AsyncFunctionDef, param: str) -> bool:

@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 from nnrag_tui.engine import scopes
 from nnrag_tui.engine.flow import reads_after_own_binding
 from nnrag_tui.engine.modulefiles import literals
+from nnrag_tui.engine.nodecache import per_node
 from nnrag_tui.engine.parse import is_dotted_name, is_main_guard, shape_strings
 from nnrag_tui.engine.reach import load_time_calls, load_time_nodes
 from nnrag_tui.engine.patches import (
@@ -153,11 +154,15 @@ class ModuleSource:
     def mentions_outside_imports(self, st: TopStmt, name: str) -> bool:
         """Whether ``name`` occurs as a word in ``st`` other than on the lines of the imports
         nested in it (code, strings and annotations alike: a cautious test of use)."""
-        skip = {ln for imp, _, _ in self.nested_imports(st)
-                for ln in range(imp.lineno, (imp.end_lineno or imp.lineno) + 1)}
-        pattern = re.compile(rf"\b{re.escape(name)}\b")
-        return any(pattern.search(self.lines[ln - 1]) for ln in range(st.line, st.end_line + 1)
-                   if ln not in skip)
+        key = ("words outside imports", st.index)
+        words = self._facts.get(key)
+        if words is None:
+            skip = {ln for imp, _, _ in self.nested_imports(st)
+                    for ln in range(imp.lineno, (imp.end_lineno or imp.lineno) + 1)}
+            words = self._facts[key] = frozenset(_WORD.findall("".join(
+                self.lines[ln - 1] for ln in range(st.line, st.end_line + 1)
+                if ln not in skip)))
+        return name in words
 
     def patch_shape(self, st: TopStmt) -> tuple[frozenset[str] | None, tuple | None,
                                                  frozenset[str] | None]:
@@ -1121,6 +1126,10 @@ def bound_only_by_imports(node: ast.stmt, name: str) -> bool:
     return all(by_import for n, by_import in _bindings(node) if n == name)
 
 
+# a word, as ``\b...\b`` delimits one: ``name`` occurs as a word where it is one of these
+_WORD = re.compile(r"\w+")
+
+
 def rebound_beside(scope: ast.AST, imp: ast.Import | ast.ImportFrom, name: str) -> bool:
     """Whether the function or class body ``scope``, which holds the import ``imp`` (see
     ``ModuleSource.nested_imports``), binds ``name`` otherwise too: by an assignment, a
@@ -1129,6 +1138,15 @@ def rebound_beside(scope: ast.AST, imp: ast.Import | ast.ImportFrom, name: str) 
     its definition is inlined as ``impl``, would leave the local ``impl`` unbound where
     upstream's import bound it."""
     own = _import_binding(imp, name)
+    return any(sub is None or (sub is not imp and bound != own)
+               for sub, bound in _scope_bindings(scope).get(name, ()))
+
+
+@per_node
+def _scope_bindings(scope: ast.AST) -> dict[str, list[tuple[ast.AST | None, tuple | None]]]:
+    """Each name the body ``scope`` binds in its own scope -> (the import, what it binds) for
+    each import binding it, (None, None) for each other binding (``_binds``)."""
+    out: dict[str, list[tuple[ast.AST | None, tuple | None]]] = {}
     skip: set[int] = set()
     for sub in _own_scope(scope):
         if id(sub) in skip:
@@ -1136,24 +1154,29 @@ def rebound_beside(scope: ast.AST, imp: ast.Import | ast.ImportFrom, name: str) 
         if isinstance(sub, ast.comprehension):  # its targets are the comprehension's own
             skip.update(id(n) for n in ast.walk(sub.target))
         elif isinstance(sub, (ast.Import, ast.ImportFrom)):
-            if sub is not imp and _import_binding(sub, name) not in (None, own):
-                return True
-        elif _binds(sub, name):
-            return True
-    return False
+            for a in sub.names:
+                name = a.asname or (a.name.split(".")[0] if isinstance(sub, ast.Import)
+                                    else a.name)
+                out.setdefault(name, []).append((sub, _import_binding(sub, name)))
+        else:
+            for name in _bound_here(sub):
+                out.setdefault(name, []).append((None, None))
+    return out
 
 
-def _binds(node: ast.AST, name: str) -> bool:
-    """Whether ``node`` itself binds ``name`` in the scope it is in (not an import)."""
+def _bound_here(node: ast.AST) -> list[str]:
+    """The names ``node`` itself binds in the scope it is in, as ``_binds`` sees them."""
     if isinstance(node, ast.Name):
-        return node.id == name and isinstance(node.ctx, (ast.Store, ast.Del))
+        return [node.id] if isinstance(node.ctx, (ast.Store, ast.Del)) else []
     if isinstance(node, (ast.Global, ast.Nonlocal)):
-        return name in node.names
+        return list(node.names)
     if isinstance(node, ast.MatchMapping):
-        return node.rest == name
-    return isinstance(node, (ast.arg, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef,
-                             ast.ExceptHandler, ast.MatchAs, ast.MatchStar)) and \
-        name in (getattr(node, "arg", None), getattr(node, "name", None))
+        return [node.rest] if node.rest is not None else []
+    if isinstance(node, (ast.arg, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef,
+                         ast.ExceptHandler, ast.MatchAs, ast.MatchStar)):
+        return [n for n in (getattr(node, "arg", None), getattr(node, "name", None))
+                if n is not None]
+    return []
 
 
 def _import_binding(imp: ast.Import | ast.ImportFrom, name: str) -> tuple | None:

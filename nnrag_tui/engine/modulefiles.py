@@ -15,6 +15,8 @@ import os
 import re
 from pathlib import Path
 
+from nnrag_tui.engine.nodecache import per_node
+
 MAX_DEPTH = 3  # directories below the module's own that are searched
 MAX_FILES = 5000  # per directory tree, so that a huge data directory costs little
 MAX_SHOWN = 4  # files the header names per statement (all of them go beside the file)
@@ -30,7 +32,8 @@ def is_plain_relative(rel: str) -> bool:
         and not Path(rel).is_absolute()
 
 
-def uses_module_file(node: ast.stmt) -> bool:
+@per_node
+def uses_module_file(node: ast.AST) -> bool:
     return any(isinstance(n, ast.Name) and n.id == "__file__" for n in ast.walk(node))
 
 
@@ -176,7 +179,8 @@ def listed(files: list[tuple[str, str]]) -> str:
     return text + (f" and {more} more" if more > 0 else "")
 
 
-def literals(node: ast.stmt) -> frozenset[str]:
+@per_node
+def literals(node: ast.AST) -> frozenset[str]:
     """The short one-line string constants of a statement, as relative paths."""
     out = {c.value.strip("/").replace("\\", "/") for c in ast.walk(node)
            if isinstance(c, ast.Constant) and isinstance(c.value, str)

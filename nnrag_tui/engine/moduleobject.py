@@ -53,6 +53,7 @@ from typing import TYPE_CHECKING
 
 from nnrag_tui.engine.flow import definitely_bound
 from nnrag_tui.engine.modulefiles import MAX_SHOWN
+from nnrag_tui.engine.nodecache import per_node
 
 if TYPE_CHECKING:  # the app's tree view reads KIND without loading the resolver's modules
     from nnrag_tui.engine.bindings import Target
@@ -104,10 +105,16 @@ def unsure_members(ms: ModuleSource, members: list[str]) -> tuple[set[str], set[
 def reads_computed_attr(stmt: ast.stmt, value: str) -> bool:
     """Whether ``stmt`` calls ``getattr`` on ``value`` (a name or a dotted chain) with a name
     it computes, not a string literal."""
-    return any(isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
-               and node.func.id == "getattr" and len(node.args) >= 2
-               and not isinstance(node.args[1], ast.Constant)
-               and ast.unparse(node.args[0]) == value for node in ast.walk(stmt))
+    return value in _computed_attr_objects(stmt)
+
+
+@per_node
+def _computed_attr_objects(stmt: ast.AST) -> frozenset[str]:
+    """What ``stmt`` calls ``getattr`` on with a computed name, as written."""
+    return frozenset(ast.unparse(node.args[0]) for node in ast.walk(stmt)
+                     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                     and node.func.id == "getattr" and len(node.args) >= 2
+                     and not isinstance(node.args[1], ast.Constant))
 
 
 # the calls that take a package (or module) as the anchor of its files
@@ -143,10 +150,7 @@ def reads_resources(stmt: ast.stmt, name: str, identity: Callable[[str], str | N
     (its first argument), or 0. ``identity`` gives what an external name of the statement
     imports (``importlib_resources`` for ``pkg_resources`` of ``import importlib_resources as
     pkg_resources``), or None for any other name."""
-    for node in ast.walk(stmt):
-        if not (isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Name)
-                and node.args[0].id == name):
-            continue
+    for node in _calls_by_first_argument(stmt).get(name, ()):
         parts, func = [], node.func
         while isinstance(func, ast.Attribute):
             parts.append(func.attr)
@@ -155,6 +159,17 @@ def reads_resources(stmt: ast.stmt, name: str, identity: Callable[[str], str | N
         if root is not None and ".".join([root, *reversed(parts)]) in RESOURCE_CALLS:
             return node.lineno
     return 0
+
+
+@per_node
+def _calls_by_first_argument(stmt: ast.AST) -> dict[str, list[ast.Call]]:
+    """The calls below ``stmt`` whose first argument is a plain name, by that name, in
+    ``ast.walk``'s order."""
+    out: dict[str, list[ast.Call]] = {}
+    for node in ast.walk(stmt):
+        if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Name):
+            out.setdefault(node.args[0].id, []).append(node)
+    return out
 
 
 def anchor_text(module: str, filename: str) -> str:

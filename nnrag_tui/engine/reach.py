@@ -19,33 +19,36 @@ from __future__ import annotations
 
 import ast
 
+from nnrag_tui.engine.nodecache import per_node
 from nnrag_tui.engine.parse import dotted
 
 CONSTRUCTION = frozenset({"__init__", "__post_init__", "__new__", "__call__", "forward"})
 
 
-def _names(node: ast.AST) -> set[str]:
-    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+@per_node
+def _names(node: ast.AST) -> frozenset[str]:
+    return frozenset(n.id for n in ast.walk(node) if isinstance(n, ast.Name))
 
 
-def _self_attrs(node: ast.AST) -> set[str]:
-    return {n.attr for n in ast.walk(node) if isinstance(n, ast.Attribute)
-            and isinstance(n.value, ast.Name) and n.value.id in ("self", "cls")}
+@per_node
+def _self_attrs(node: ast.AST) -> frozenset[str]:
+    return frozenset(n.attr for n in ast.walk(node) if isinstance(n, ast.Attribute)
+                     and isinstance(n.value, ast.Name) and n.value.id in ("self", "cls"))
 
 
-def _undecorated(node: ast.stmt) -> set[str]:
+@per_node
+def _undecorated(node: ast.AST) -> frozenset[str]:
     """The names of a ``def`` apart from its decorators, which ran when the module loaded: a
     registry they read (fairseq's ``@register_model("fconv")``) is read before the folder loop
     has imported the rest, and needs none of it."""
     if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return _names(node)
-    out = _names(node.args)
-    for part in [*node.body, *([node.returns] if node.returns else [])]:
-        out |= _names(part)
-    return out
+    return _names(node.args).union(
+        *(_names(part) for part in [*node.body, *([node.returns] if node.returns else [])]))
 
 
-def what_runs(node: ast.stmt, called: frozenset[str] = frozenset()) -> tuple[set[str], set[str]]:
+def what_runs(node: ast.stmt, called: frozenset[str] = frozenset()
+              ) -> tuple[set[str] | frozenset[str], set[str]]:
     """The names a statement reads in what runs when the block is built and called (see the
     module docstring); and, for a class, the ``self.x`` / ``cls.x`` names read in its methods
     that run, as a subclass's methods of those names run too (mmengine's

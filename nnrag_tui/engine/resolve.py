@@ -117,6 +117,8 @@ class Resolver:
         # (module, statement line) -> the config ``type`` keys it names (engine.config_keys)
         self.type_keys: dict[tuple[tuple[str, str], int], frozenset[str]] = {}
         self._run_orders: dict[tuple[str, str], RunOrder] = {}
+        # module -> what running it does (engine.imported_along.RunOrder), shared by the orders
+        self._run_steps: dict[tuple[str, str], list[tuple[str, object]]] = {}
         self._along: dict[tuple[str, str], dict[tuple[str, str], list[str]]] = {}
         self._surely_along: dict[tuple[str, str], dict[tuple[str, str], list[str]]] = {}
         self._mentions: dict[tuple[tuple[str, str], str], bool] = {}
@@ -128,7 +130,8 @@ class Resolver:
         """The order upstream's import of ``entry`` runs the statements it runs."""
         hit = self._run_orders.get(entry.key)
         if hit is None:
-            hit = self._run_orders[entry.key] = RunOrder(self.index, entry, self.is_external)
+            hit = self._run_orders[entry.key] = RunOrder(self.index, entry, self.is_external,
+                                                         self._run_steps)
         return hit
 
     def imported_along_of(self, entry: ModuleEntry, unguarded: bool = False

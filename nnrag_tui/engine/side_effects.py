@@ -31,6 +31,7 @@ from nnrag_tui.engine.membership import (
     only_called,
     parents_of,
     runs_at_load_only,
+    uses_of,
     write_only_uses,
 )
 from nnrag_tui.engine.modsource import (
@@ -1138,8 +1139,8 @@ class SideEffects:
 
     def _hands_to_fill_only(self, user: NodeId, st: TopStmt, name: str) -> bool:
         entry, ms = self.b.entries[user[0]], self.b.modules[user[0]]
-        parents = parents_of(st.node)
-        uses = [n for n in parents if is_use(n, name)]
+        uses = uses_of(st.node, name)
+        parents = parents_of(st.node) if uses else {}
         for use in uses:
             call = parents.get(use)
             if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name)
