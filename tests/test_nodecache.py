@@ -71,20 +71,20 @@ def _scope_and_import(code: str, name: str):
 
 @pytest.mark.parametrize("code, name, rebound", [
     # ``if fast: from .fast import impl`` beside ``else: impl = slow``
-    ("def f(fast):\n    if fast:\n        from .fast import impl\n    else:\n"
-     "        impl = slow\n    return impl\n", "impl", True),
+    (("def f(fast):\n    if fast:\n        from .fast import impl\n    else:\n"
+      "        impl = slow\n    return impl\n"), "impl", True),
     ("def f():\n    from .fast import impl\n    return impl\n", "impl", False),
     # the same import twice binds the same
-    ("def f(a):\n    if a:\n        from .fast import impl\n    else:\n"
-     "        from .fast import impl\n    return impl\n", "impl", False),
+    (("def f(a):\n    if a:\n        from .fast import impl\n    else:\n"
+      "        from .fast import impl\n    return impl\n"), "impl", False),
     # an import of something else under the name
-    ("def f(a):\n    if a:\n        from .fast import impl\n    else:\n"
-     "        from .slow import impl\n    return impl\n", "impl", True),
+    (("def f(a):\n    if a:\n        from .fast import impl\n    else:\n"
+      "        from .slow import impl\n    return impl\n"), "impl", True),
     # a parameter, a nested def, ``except ... as``, ``global``
     ("def f(impl):\n    from .fast import impl\n    return impl\n", "impl", True),
     ("def f():\n    from .fast import impl\n    def impl():\n        pass\n", "impl", True),
-    ("def f():\n    try:\n        from .fast import impl\n    except ImportError as impl:\n"
-     "        pass\n", "impl", True),
+    (("def f():\n    try:\n        from .fast import impl\n    except ImportError as impl:\n"
+      "        pass\n"), "impl", True),
     ("def f():\n    global impl\n    from .fast import impl\n", "impl", True),
     # a comprehension's target is its own, and a nested function's locals are not the scope's
     ("def f(xs):\n    from .fast import impl\n    return [impl for impl in xs]\n", "impl",
