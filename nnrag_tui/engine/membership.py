@@ -59,7 +59,8 @@ def uses_of(node: ast.AST, name: str) -> list[ast.AST]:
 
 @per_node
 def _spelled(node: ast.AST) -> dict[str, list[ast.AST]]:
-    """The plain names and dotted chains below ``node`` -> the nodes spelling them."""
+    """The plain names and dotted chains below ``node``, a statement, -> the nodes spelling
+    them (a name or chain itself would be among its own values: kept forever)."""
     index: dict[str, list[ast.AST]] = {}
     for n in ast.walk(node):
         key = n.id if isinstance(n, ast.Name) else dotted(n) \

@@ -1145,7 +1145,7 @@ def rebound_beside(scope: ast.AST, imp: ast.Import | ast.ImportFrom, name: str) 
 @per_node
 def _scope_bindings(scope: ast.AST) -> dict[str, list[tuple[ast.AST | None, tuple | None]]]:
     """Each name the body ``scope`` binds in its own scope -> (the import, what it binds) for
-    each import binding it, (None, None) for each other binding (``_binds``)."""
+    each import binding it, (None, None) for each other binding (``_bound_here``)."""
     out: dict[str, list[tuple[ast.AST | None, tuple | None]]] = {}
     skip: set[int] = set()
     for sub in _own_scope(scope):
@@ -1165,7 +1165,9 @@ def _scope_bindings(scope: ast.AST) -> dict[str, list[tuple[ast.AST | None, tupl
 
 
 def _bound_here(node: ast.AST) -> list[str]:
-    """The names ``node`` itself binds in the scope it is in, as ``_binds`` sees them."""
+    """The names ``node`` itself binds in the scope it is in (not by an import): an
+    assignment or ``del`` target, a parameter, a def or class, ``except ... as``, ``global``,
+    a match capture."""
     if isinstance(node, ast.Name):
         return [node.id] if isinstance(node.ctx, (ast.Store, ast.Del)) else []
     if isinstance(node, (ast.Global, ast.Nonlocal)):
