@@ -136,7 +136,6 @@ class ModuleSource:
         self._chains: dict[tuple[int, str], frozenset[str]] = {}
         self._string_exprs: dict[int, list[ast.expr]] = {}
         self._load_chains: dict[tuple[int, str], frozenset[str]] = {}
-        self._literals: dict[int, frozenset[str]] = {}
         self._load_calls: dict[int, frozenset[str]] = {}
         self._subclasses: dict[int, dict[str, set[str]]] = {}
         self._facts: dict[tuple, Any] = {}
@@ -221,11 +220,8 @@ class ModuleSource:
         return hit
 
     def literals(self, st: TopStmt) -> frozenset[str]:
-        """``modulefiles.literals`` of the statement, cached."""
-        hit = self._literals.get(st.index)
-        if hit is None:
-            hit = self._literals[st.index] = literals(st.node)
-        return hit
+        """``modulefiles.literals`` of the statement (kept per node there)."""
+        return literals(st.node)
 
     def literal_calls(self, st: TopStmt, decorators_only: bool = False
                       ) -> list[tuple[str, str]]:

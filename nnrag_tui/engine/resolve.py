@@ -120,7 +120,7 @@ class Resolver:
         # module -> what running it does (engine.imported_along.RunOrder), shared by the orders
         self._run_steps: dict[tuple[str, str], list[tuple[str, object]]] = {}
         self._along: dict[tuple[str, str], dict[tuple[str, str], list[str]]] = {}
-        self._surely_along: dict[tuple[str, str], dict[tuple[str, str], list[str]]] = {}
+        self._unguarded_along: dict[tuple[str, str], dict[tuple[str, str], list[str]]] = {}
         self._mentions: dict[tuple[tuple[str, str], str], bool] = {}
         # source -> operator (``NS::OP``) -> the statements registering something for it, and
         # whether each defines it (engine.torchops)
@@ -139,7 +139,7 @@ class Resolver:
         """Every corpus module upstream's import of ``entry`` runs, each with its chain of
         imports (engine.imported_along); ``unguarded``: only those it runs through imports
         under no ``try``, ``if`` or ``with``, certainly, wherever it imports at all. Cached."""
-        cache, edges = (self._surely_along, self.unguarded_edges) if unguarded else (
+        cache, edges = (self._unguarded_along, self.unguarded_edges) if unguarded else (
             self._along, self.import_edges)
         hit = cache.get(entry.key)
         if hit is None:
