@@ -65,3 +65,24 @@ def test_super_outside_a_class_reads_no_module_level_class_name():
     u = _uses("def load(model, sd):\n    return super(type(model), model).load_state_dict(sd)\n")
     assert u.lazy == {"super", "type"}
     assert _uses("def which():\n    return __class__\n").lazy == {"__class__"}
+
+
+def test_read_lines_from_the_module_s_tree_match_those_of_the_statement_s_own_text():
+    # the statement as parsed in its module (decorated, below other statements) spares a
+    # second parse; a method's parameter of the same name is another variable either way
+    from nnrag_tui.engine.modsource import ModuleSource
+    from nnrag_tui.engine.scopes import global_read_lines
+
+    ms = ModuleSource("import torch\n\n\n"
+                      "@register(Norm)\n"
+                      "class Block:\n"
+                      "    def a(self, Norm):\n"
+                      "        return Norm\n"
+                      "\n"
+                      "    def b(self):\n"
+                      "        return [Norm for _ in range(2)]\n"
+                      "    c = lambda self: Norm\n")
+    st = ms.stmts[1]
+    text = ms.stmt_text(st)
+    assert global_read_lines(text, "Norm") == [1, 7, 8]
+    assert global_read_lines(text, "Norm", st.node, st.line) == [1, 7, 8]

@@ -17,7 +17,7 @@ from nnrag_tui import __version__
 from nnrag_tui.engine.closure import ALWAYS_EXTERNAL, UNUSED, Closure, ExternalImport, NodeId
 from nnrag_tui.engine.deferred import DeferredRun, deferred_runs
 from nnrag_tui.engine.import_locations import emptied as emptied_lists
-from nnrag_tui.engine.modsource import ModuleSource
+from nnrag_tui.engine.modsource import ModuleSource, annotated
 from nnrag_tui.engine.moduleobject import is_object_key
 from nnrag_tui.engine.nesting import (
     LazyGroup,
@@ -368,8 +368,10 @@ def _statement_text(closure: Closure, node: NodeId, by_user: _ByUser,
         text, pinned = pin_scope(text, scope)
         listed += pinned
     edits = ImportEdits(guarded, unsure, nested or {}, runs or {})
-    out, log = rewrite_statement(text, renames, chains, edits, early, home,
-                                 quote=node[0] in closure.quoted_annotations,
+    # a statement with no annotation has none to quote: parsing it to find none cost
+    # tensordict's first block a third of its rewrites
+    quote = node[0] in closure.quoted_annotations and annotated(st.node)
+    out, log = rewrite_statement(text, renames, chains, edits, early, home, quote=quote,
                                  typing=ms.typing_names)
     return out, [*listed, *log]
 

@@ -1818,7 +1818,7 @@ def unresolved_where(entry: ModuleEntry, ms: ModuleSource, st: TopStmt, name: st
     why, where the lookup knows more than that nothing binds it: timm_3d's davit imports
     ``LayerNorm2d`` from ``timm_3d.layers``, which has none."""
     try:
-        lines = scopes.global_read_lines(ms.stmt_text(st), name)
+        lines = scopes.global_read_lines(ms.stmt_text(st), name, st.node, st.line)
     except ValueError:
         lines = []
     line = min(lines) + st.line - 1 if lines else first_read_line(st.node, name)

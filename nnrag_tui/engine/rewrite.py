@@ -178,7 +178,7 @@ def _rewrite(text: str, renames: dict[str, str], chains: dict[str, str],
              home: tuple[str, bool] | None, quote: bool = False,
              typing: TypingNames = NO_MODULE) -> tuple[str, list[str]]:
     tree = ast.parse(text)
-    table = symtable.symtable(text, "<stmt>", "exec")
+    table = scopes.statement_table(text)
     ed = _Edits(text)
     walker = _Walker(ed, renames, chains, imports, early, home, quote, typing)
     if imports.guarded:

@@ -11,9 +11,18 @@ would have reached the parameter. These helpers answer from the symbol's flags t
 from __future__ import annotations
 
 import ast
+import functools
 import symtable
 
 from nnrag_tui.engine.parse import dotted
+
+
+@functools.lru_cache(maxsize=2048)
+def statement_table(text: str) -> symtable.SymbolTable:
+    """``symtable.symtable`` of a module-level statement's text, kept for the next question
+    about the same text: a statement's uses, its local names and its rewrite each need it.
+    SyntaxError where the text does not parse. The tables are only read."""
+    return symtable.symtable(text, "<stmt>", "exec")
 
 
 def _misread(table: symtable.SymbolTable) -> bool:
@@ -47,10 +56,12 @@ TABLE_NAME = {ast.Lambda: "lambda", ast.ListComp: "listcomp", ast.SetComp: "setc
 class ScopeTables:
     """The symbol table of each scope met while walking a tree parsed from the same text as
     the tables, in source order: by name and line, else the next unused one of the name (two
-    lambdas on one line)."""
+    lambdas on one line). ``offset``: how many lines the tree's numbers are below the text's
+    (a statement's tree as parsed in its module, the tables of its text alone)."""
 
-    def __init__(self) -> None:
+    def __init__(self, offset: int = 0) -> None:
         self.used: set[int] = set()
+        self.offset = offset
 
     def child(self, table: symtable.SymbolTable, node: ast.AST) -> symtable.SymbolTable:
         name = getattr(node, "name", None) or TABLE_NAME[type(node)]
@@ -58,7 +69,7 @@ class ScopeTables:
         for child in table.get_children():
             if child.get_id() in self.used or child.get_name() != name:
                 continue
-            if child.get_lineno() == node.lineno:
+            if child.get_lineno() + self.offset == node.lineno:
                 self.used.add(child.get_id())
                 return child
             fallback = fallback or child
@@ -83,18 +94,22 @@ def reads_global(table: symtable.SymbolTable, name: str) -> bool:
     return is_global(table, sym)
 
 
-def global_read_lines(text: str, name: str) -> list[int]:
+def global_read_lines(text: str, name: str, parsed: ast.stmt | None = None,
+                      line: int = 1) -> list[int]:
     """The lines of ``text`` (a module-level statement) that read the module-level ``name``,
     or the attribute chain ``name`` (``apkg.Made``) of one: a function's local, parameter or
     comprehension variable of that name is another variable. ValueError where the text does
-    not parse."""
+    not parse. ``parsed``: the statement as parsed in its module, where ``text`` starts at
+    line ``line``; it spares parsing the text again (tensordict's ``TensorDictBase``, ten
+    thousand lines, once per name it leaves unresolved)."""
     try:
-        tree = ast.parse(text)
-        top = symtable.symtable(text, "<stmt>", "exec")
+        tree = ast.parse(text) if parsed is None else ast.Module([parsed], [])
+        top = statement_table(text)
     except SyntaxError as exc:
         raise ValueError(str(exc)) from None
+    offset = 0 if parsed is None else line - 1
     root = name.partition(".")[0]
-    tables = ScopeTables()
+    tables = ScopeTables(offset)
     out: list[int] = []
 
     def outer_parts(args: ast.arguments) -> list[ast.expr]:
@@ -132,10 +147,10 @@ def global_read_lines(text: str, name: str) -> list[int]:
         elif isinstance(node, ast.Name):
             if node.id == name and not isinstance(node.ctx, ast.Store) \
                     and reads_global(table, name):
-                out.append(node.lineno)
+                out.append(node.lineno - offset)
         elif isinstance(node, ast.Attribute) and "." in name and dotted(node) == name:
             if reads_global(table, root):
-                out.append(node.lineno)
+                out.append(node.lineno - offset)
         else:
             for child in ast.iter_child_nodes(node):
                 visit(child, table)
