@@ -1,6 +1,10 @@
 """A module whose lines end with CRLF upstream (speechbrain's huggingface integrations) is
 copied with LF, as the rest of the file: one file, one kind of line ending, said in the
-header. Its definitions are otherwise the upstream text."""
+header. Its definitions are otherwise the upstream text.
+
+Lines end where Python's parser ends them: a form feed (a page break between definitions), a
+vertical tab or a Unicode line separator in a string or a comment ends none, though
+``str.splitlines`` ends one there."""
 
 from __future__ import annotations
 
@@ -50,3 +54,64 @@ def test_a_crlf_module_is_copied_with_lf(tmp_path: Path) -> None:
     import torch
 
     assert torch.equal(mod.Net()(torch.ones(2)), torch.full((2,), 3.0))
+
+
+PAGED = (
+    "import torch\n"
+    "from torch import nn\n"
+    "\n"
+    "from . import layers\n"
+    "\x0c\n"
+    "# helpers\x0b for the net\n"
+    "def double(x):\n"
+    "    return 2 * x\n"
+    "\n"
+    "\x0c\n"
+    "class Net(nn.Module):\n"
+    '    """Sums\u2028and doubles\x85(a docstring pasted from a web page)."""\n'
+    "\n"
+    "    def forward(self, x):\n"
+    "        # \x1c\u2029\n"
+    "        return layers.Scale()(double(x)) + 1\n"
+)
+
+
+def test_a_form_feed_or_a_line_separator_ends_no_line(tmp_path: Path) -> None:
+    pkg = tmp_path / "repo" / "ffpkg"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_bytes(b"")
+    (pkg / "net.py").write_bytes(PAGED.encode())
+    (pkg / "layers.py").write_bytes(LF.encode())
+    cfg = parse_config({"paged": {"path": str(tmp_path / "repo"), "paths": ["ffpkg"]}})
+    with BlockExtractor(cfg, cache_dir=tmp_path / "c", data_dir=tmp_path / "c" / "data") as ex:
+        ex.index()
+        res = ex.extract_single_block("Net", tmp_path / "out")
+    assert res.ok, res.error
+    assert (res.block.line, res.block.end_line) == (11, 16)
+    code = res.generated.code
+    assert "ffpkg/net.py, " in code and ": 7-8 double, 11-16 Net" in code
+    upstream_net = PAGED.split("\x0c\n")[2]
+    assert upstream_net.replace("layers.Scale()", "Scale()") in code  # the one rewrite
+    assert PAGED.split("\x0c\n")[1].split("\n", 1)[1] in code  # ``double``, as upstream
+    spec = importlib.util.spec_from_file_location("paged_net", res.paths[0])
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    import torch
+
+    assert torch.equal(mod.Net()(torch.ones(2)), torch.full((2,), 5.0))
+
+
+def test_source_lines_cut_where_ast_numbers_lines() -> None:
+    import ast
+
+    from nnrag_tui.engine.lines import source_lines
+
+    for text in (PAGED, CRLF, "x = 1\r\ny = '\x0c'\rz = 3", "", "a = 1"):
+        lines = source_lines(text, keepends=True)
+        assert "".join(lines) == text
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.stmt) and node.lineno == node.end_lineno:
+                row = lines[node.lineno - 1].encode()
+                assert row[node.col_offset:node.end_col_offset].decode() == \
+                    ast.get_source_segment(text, node)
+        assert source_lines(text) == [ln.rstrip("\r\n") for ln in lines]

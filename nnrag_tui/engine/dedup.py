@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from nnrag_tui.engine.errors import NnragError
+from nnrag_tui.engine.lines import source_lines
 
 LEVELS = ("exact", "lexical", "structural")
 FAMILY_MODES = ("auto", "category", "stem", "none")
@@ -267,10 +268,10 @@ def _token_ids(text: str, renames: dict[str, str], docs: list[ast.Constant]) -> 
 def _blank_docstrings(text: str, docs: list[ast.Constant]) -> str:
     """``text`` with the docstrings' spans replaced by spaces (ast columns are UTF-8 byte
     offsets; they are converted per line)."""
-    lines = text.splitlines(keepends=True)
+    lines = source_lines(text, keepends=True)
     if text[:1] in (" ", "\t"):
         # the tree was parsed from the dedented text: columns are relative to that
-        lines = textwrap.dedent(text).splitlines(keepends=True)
+        lines = source_lines(textwrap.dedent(text), keepends=True)
     starts = [0]
     for ln in lines:
         starts.append(starts[-1] + len(ln))
@@ -1181,7 +1182,7 @@ def block_source(block, roots: dict[str, dict], cache: dict | None = None) -> st
             data = (Path(root) / block.relpath).read_bytes()
         except OSError as exc:
             raise DedupError(f"cannot read {block.relpath}: {exc.strerror or exc}") from None
-        lines = cache[key] = data.decode("utf-8", "replace").splitlines(keepends=True)
+        lines = cache[key] = source_lines(data.decode("utf-8", "replace"), keepends=True)
     return textwrap.dedent("".join(lines[block.line - 1:block.end_line]))
 
 

@@ -65,6 +65,7 @@ import textwrap
 from dataclasses import dataclass, field
 
 from nnrag_tui.engine.closure import Closure, NodeId
+from nnrag_tui.engine.lines import source_lines
 from nnrag_tui.engine.modsource import ModuleSource
 from nnrag_tui.engine.nesting import LazyGroup
 from nnrag_tui.engine.parse import is_type_checking
@@ -537,7 +538,7 @@ def unannotated(text: str) -> str:
         todo.extend(ast.iter_child_nodes(node))
     if not spans:
         return text
-    lines = [line.encode("utf-8") for line in text.splitlines(keepends=True)]
+    lines = [line.encode("utf-8") for line in source_lines(text, keepends=True)]
     for l1, c1, l2, c2 in sorted(spans, reverse=True):
         joined = lines[l1 - 1][:c1] + b" = " + lines[l2 - 1][c2:]
         lines[l1 - 1 : l2] = [joined]

@@ -21,6 +21,7 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
+from nnrag_tui.engine.lines import source_lines
 from nnrag_tui.engine.parse import is_dotted_name
 
 if TYPE_CHECKING:
@@ -71,7 +72,7 @@ def emptied(text: str, lists: set[Names], inert: bool = False) -> tuple[str, lis
     tree = ast.parse(text)
     if not tree.body:
         return text, []
-    lines = text.splitlines(keepends=True)
+    lines = source_lines(text, keepends=True)
     edits: list[tuple[ast.expr, str]] = []
     for arg, names in module_name_lists(tree.body[0]):
         if names in lists:

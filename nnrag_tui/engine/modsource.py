@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 
 from nnrag_tui.engine import scopes
 from nnrag_tui.engine.flow import reads_after_own_binding
+from nnrag_tui.engine.lines import source_lines
 from nnrag_tui.engine.modulefiles import literals
 from nnrag_tui.engine.nodecache import per_node
 from nnrag_tui.engine.parse import is_dotted_name, is_main_guard, shape_strings
@@ -99,7 +100,7 @@ class ModuleSource:
         self.text = text
         self.filename = filename
         self.crlf = False  # whether upstream's file ended its lines with CRLF (see resolve)
-        self.lines = text.splitlines(keepends=True)
+        self.lines = source_lines(text, keepends=True)
         tree = ast.parse(text, filename=filename)
         self.stmts: list[TopStmt] = []
         self.binders: dict[str, list[int]] = {}

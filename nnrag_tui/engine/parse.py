@@ -18,6 +18,7 @@ import warnings
 
 from nnrag_tui.engine import lazyattr  # (a module: it reads ``dotted`` from this one)
 from nnrag_tui.engine.facts import NO_GUARD, Guard, ImportRecord, ModuleFacts, Symbol
+from nnrag_tui.engine.lines import source_lines
 from nnrag_tui.engine.namespace import namespace_writes
 from nnrag_tui.engine.syspath import sys_path_folders
 
@@ -109,7 +110,7 @@ def parse_bytes(data: bytes, relpath: str, sha1: str | None = None) -> ModuleFac
     except (ValueError, UnicodeError) as exc:
         return _failed(relpath, module, is_pkg, sha1, len(data), f"undecodable: {exc}")
     try:
-        gatherer = _Gatherer(module, is_pkg, data.decode("utf-8", "replace").splitlines())
+        gatherer = _Gatherer(module, is_pkg, source_lines(data.decode("utf-8", "replace")))
         gatherer.body(tree.body, NO_GUARD, None)
     except (RecursionError, MemoryError):
         return _failed(relpath, module, is_pkg, sha1, len(data), "too deeply nested to analyse")

@@ -28,6 +28,7 @@ import ast
 from typing import TYPE_CHECKING
 
 from nnrag_tui.engine.import_locations import call_of, callee, quoted
+from nnrag_tui.engine.lines import source_lines
 
 if TYPE_CHECKING:
     from nnrag_tui.engine.closure import NodeId
@@ -103,7 +104,7 @@ def pinned(text: str, scope: str) -> tuple[str, list[str]]:
         return text, []
     last = [*call.args, *call.keywords]
     anchor = max(last, key=lambda n: (n.end_lineno, n.end_col_offset)) if last else call.func
-    lines = text.splitlines(keepends=True)
+    lines = source_lines(text, keepends=True)
     row = (anchor.end_lineno or anchor.lineno) - 1
     data = lines[row].encode("utf-8")  # offsets are in bytes
     at = anchor.end_col_offset or 0

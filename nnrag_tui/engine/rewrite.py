@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from nnrag_tui.engine import scopes
+from nnrag_tui.engine.lines import source_lines
 from nnrag_tui.engine.modsource import (
     NO_MODULE,
     TypingNames,
@@ -127,7 +128,7 @@ def _cached(text: str, renames: tuple, chains: tuple, imports: tuple,
 
 class _Edits:
     def __init__(self, text: str) -> None:
-        self.lines = [ln.encode("utf-8") for ln in text.splitlines(keepends=True)]
+        self.lines = [ln.encode("utf-8") for ln in source_lines(text, keepends=True)]
         self.edits: list[tuple[int, int, int, int, str]] = []
         self.log: list[str] = []
 
@@ -697,4 +698,4 @@ def indented(code: str, pad: str) -> str:
         if tok.type in strings and tok.end[0] > tok.start[0]:
             inside.update(range(tok.start[0] + 1, tok.end[0] + 1))
     return "".join(line if i in inside or not line.strip() else pad + line
-                   for i, line in enumerate(code.splitlines(keepends=True), 1))
+                   for i, line in enumerate(source_lines(code, keepends=True), 1))

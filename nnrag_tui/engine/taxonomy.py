@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
+from nnrag_tui.engine.lines import source_lines
+
 CAUSES = (
     "missing_external",   # an imported package is not installed (which, and its distribution)
     "not_standalone",     # imports a package of the corpus (blocked) instead of inlining it
@@ -176,7 +178,7 @@ _NEWER = (
 
 def newer_syntax(code: str, lineno: int | None) -> str | None:
     """Names the newer-grammar feature on (or near) the failing line, if any."""
-    lines = code.splitlines()
+    lines = source_lines(code)
     if not lineno or lineno < 1 or lineno > len(lines) + 1:
         candidates = lines
     else:

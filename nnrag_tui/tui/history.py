@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from nnrag_tui.engine.facts import Block
+from nnrag_tui.engine.lines import source_lines
 
 HISTORY_FILE = "validations.json"
 FORMAT = 1
@@ -202,7 +203,7 @@ def offending_line(report: dict[str, Any]) -> int | None:
 
 def offending(report: dict[str, Any], code: str) -> dict[str, Any] | None:
     line = offending_line(report)
-    lines = code.splitlines()
+    lines = source_lines(code)
     if line is None or not 1 <= line <= len(lines):
         return None
     first, last = max(1, line - CONTEXT), min(len(lines), line + CONTEXT)

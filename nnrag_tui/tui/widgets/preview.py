@@ -17,6 +17,7 @@ from textual.content import Content
 from textual.widgets import Static
 
 from nnrag_tui.engine.facts import Block
+from nnrag_tui.engine.lines import source_lines
 from nnrag_tui.tui.blockview import BlockView
 from nnrag_tui.tui.dependencies import Snippet
 
@@ -37,7 +38,7 @@ def read_block_source(block: Block, roots: dict[str, dict]) -> str:
         text = path.read_text(encoding="utf-8", errors="replace")
     except OSError as exc:
         raise SourceUnavailable(f"cannot read {path}: {exc.strerror or exc}") from None
-    lines = text.splitlines()
+    lines = source_lines(text)
     if block.end_line > len(lines):
         raise SourceUnavailable(f"{path} changed since it was indexed (press r to re-index)")
     return "\n".join(lines[block.line - 1:block.end_line])
