@@ -31,29 +31,40 @@ CRLF = (
 LF = "from torch import nn\n\n\nclass Scale(nn.Module):\n    def forward(self, x):\n        return 2 * x\n"
 
 
-def test_a_crlf_module_is_copied_with_lf(tmp_path: Path) -> None:
-    pkg = tmp_path / "repo" / "crpkg"
+def _extracted(tmp_path: Path, package: str, files: dict[str, str]):
+    """The block ``Net`` of ``package`` (its modules ``files``, written byte for byte)."""
+    pkg = tmp_path / "repo" / package
     pkg.mkdir(parents=True)
     (pkg / "__init__.py").write_bytes(b"")
-    (pkg / "net.py").write_bytes(CRLF.encode())
-    (pkg / "scale.py").write_bytes(LF.encode())
-    cfg = parse_config({"crlf": {"path": str(tmp_path / "repo"), "paths": ["crpkg"]}})
+    for name, text in files.items():
+        (pkg / name).write_bytes(text.encode())
+    cfg = parse_config({package: {"path": str(tmp_path / "repo"), "paths": [package]}})
     with BlockExtractor(cfg, cache_dir=tmp_path / "c", data_dir=tmp_path / "c" / "data") as ex:
         ex.index()
         res = ex.extract_single_block("Net", tmp_path / "out")
     assert res.ok, res.error
+    return res
+
+
+def _net_output(res, name: str):
+    """``Net()(torch.ones(2))`` of the generated file, imported as ``name``."""
+    import torch
+
+    spec = importlib.util.spec_from_file_location(name, res.paths[0])
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.Net()(torch.ones(2))
+
+
+def test_a_crlf_module_is_copied_with_lf(tmp_path: Path) -> None:
+    res = _extracted(tmp_path, "crpkg", {"net.py": CRLF, "scale.py": LF})
     code = res.generated.code
     assert "\r" not in code
     assert CRLF.replace("\r\n", "\n").split("\n\n\n", 1)[1].rstrip() in code
     assert "# note: crpkg/net.py ends its lines with CRLF upstream; here every line ends " \
         "with LF" in code
     assert "crpkg/scale.py" not in code.split("# note:", 1)[1]
-    spec = importlib.util.spec_from_file_location("crlf_net", res.paths[0])
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    import torch
-
-    assert torch.equal(mod.Net()(torch.ones(2)), torch.full((2,), 3.0))
+    assert _net_output(res, "crlf_net").tolist() == [3.0, 3.0]
 
 
 PAGED = (
@@ -77,28 +88,14 @@ PAGED = (
 
 
 def test_a_form_feed_or_a_line_separator_ends_no_line(tmp_path: Path) -> None:
-    pkg = tmp_path / "repo" / "ffpkg"
-    pkg.mkdir(parents=True)
-    (pkg / "__init__.py").write_bytes(b"")
-    (pkg / "net.py").write_bytes(PAGED.encode())
-    (pkg / "layers.py").write_bytes(LF.encode())
-    cfg = parse_config({"paged": {"path": str(tmp_path / "repo"), "paths": ["ffpkg"]}})
-    with BlockExtractor(cfg, cache_dir=tmp_path / "c", data_dir=tmp_path / "c" / "data") as ex:
-        ex.index()
-        res = ex.extract_single_block("Net", tmp_path / "out")
-    assert res.ok, res.error
+    res = _extracted(tmp_path, "ffpkg", {"net.py": PAGED, "layers.py": LF})
     assert (res.block.line, res.block.end_line) == (11, 16)
     code = res.generated.code
     assert "ffpkg/net.py, " in code and ": 7-8 double, 11-16 Net" in code
     upstream_net = PAGED.split("\x0c\n")[2]
     assert upstream_net.replace("layers.Scale()", "Scale()") in code  # the one rewrite
     assert PAGED.split("\x0c\n")[1].split("\n", 1)[1] in code  # ``double``, as upstream
-    spec = importlib.util.spec_from_file_location("paged_net", res.paths[0])
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    import torch
-
-    assert torch.equal(mod.Net()(torch.ones(2)), torch.full((2,), 5.0))
+    assert _net_output(res, "paged_net").tolist() == [5.0, 5.0]
 
 
 def test_source_lines_cut_where_ast_numbers_lines() -> None:
