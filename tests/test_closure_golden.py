@@ -471,6 +471,12 @@ MUST = {
                                 "    F = F_functional.relu\n"],
     # ``Backend.__subclasses__()`` finds classes nothing names (einops' ``get_backend``): those
     # of its module come along, a grandchild too, not one of a module nothing imports
+    # a class registers itself as it is made, through its base's ``__init_subclass__`` or
+    # its metaclass: each subclass in the module the block's module imports comes along
+    ("hook_registry", "ActNet"): ["ACTS = {}\n", "class Double(Act):",
+                                  "hrpkg/acts.py fills a registry this block reads"],
+    ("hook_registry", "LayerNet"): ["class Triple(Layer):"],
+    ("hook_registry", "HeadNet"): ["class Negate(Head):"],
     ("subclass_listing", "Net"): [
         "class FloatTensorBackend(TensorBackend):", "class ListBackend(Backend):",
         "slpkg/backends.py:8 lists the subclasses of `Backend` (`__subclasses__()`), so the 3 "
@@ -635,6 +641,12 @@ MUST_NOT = {
     # what only a script run binds or changes: not upstream's module as imported
     ("main_guard", "Net"): ["__main__", "argparse", "class Probe", "lambda self"],
     ("relative", "Net"): ["unused_helper", "NotNeeded", "from .", "sibling."],
+    ("hook_registry", "ActNet"): ["Triple", "Negate", "Unrelated"],
+    ("hook_registry", "LayerNet"): ["Double", "Negate", "Unrelated"],
+    ("hook_registry", "HeadNet"): ["Double", "Triple", "Unrelated"],
+    ("hook_registry", "CheckedNet"): ["Unrelated", "Double"],
+    # deriving from a class whose registry is made for it, without looking in it
+    ("hook_registry", "Negate"): ["Double", "Triple", "Unrelated", "HeadNet"],
     ("subclass_listing", "Net"): ["StringBackend"],
     ("reexport_chain", "Net"): ["FancyMlp(", "Act()", "import chainpkg", "from chainpkg"],
     ("star_all", "Net"): ["import *", "class Hidden", "torch.relu"],

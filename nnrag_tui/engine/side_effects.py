@@ -47,6 +47,7 @@ from nnrag_tui.engine.moduleobject import is_object_key
 from nnrag_tui.engine.parse import dotted
 from nnrag_tui.engine.patches import mutated_parameters, reads_beyond_decorator_methods
 from nnrag_tui.engine.reach import what_runs
+from nnrag_tui.engine.subclass_hooks import SubclassHooks
 from nnrag_tui.engine.torchops import op_reads
 
 if TYPE_CHECKING:
@@ -71,6 +72,17 @@ def _first_parameter_callees(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> froz
                      and c.args and isinstance(c.args[0], ast.Name) and c.args[0].id == first)
 
 
+def _only_derives(node: ast.stmt, name: str) -> bool:
+    """Whether a statement uses ``name`` only as a class's base or metaclass (``class
+    Module(nn.Module, Registry)``): a class that derives from a registry does not read what
+    it holds as it is created, so it needs none of its registrations to load."""
+    if not isinstance(node, ast.ClassDef):
+        return False
+    heads = {id(e) for e in (*node.bases, *(k.value for k in node.keywords))
+             if isinstance(e, ast.Name)}
+    return all(id(u) in heads for u in uses_of(node, name))
+
+
 class SideEffects:
     """The four rules over one closure, with what each has looked at already."""
 
@@ -80,6 +92,9 @@ class SideEffects:
         self.index = builder.index
         self._registry_keys: set[BindKey] = set()
         self._not_registry: set[BindKey] = set()
+        # a class whose registry its subclasses' creation makes and fills (``cls.registry[
+        # name] = cls`` in a metaclass) -> the attributes holding it (engine.subclass_hooks)
+        self._made_registries: dict[BindKey, frozenset[str]] = {}
         # (statement, registry name) -> whether it only stores into or refuses by it
         self._write_only: dict[tuple[NodeId, str], bool] = {}
         # (statement, registry name) -> whether it only hands it to a function filling it
@@ -112,6 +127,7 @@ class SideEffects:
         self._config_state: tuple[frozenset, frozenset, frozenset] | None = None
         self._config_searched: set[tuple[tuple[str, str], str]] = set()
         self._config_added: list[NodeId] = []
+        self.hooks = SubclassHooks(self)
 
     def add_registry_fillers(self) -> bool:
         """A module-level container that an included statement *reads* (``_ACTS[name]``,
@@ -129,17 +145,24 @@ class SideEffects:
                 continue
             if key not in self._registry_keys:
                 if not self._is_container(key):
-                    self._not_registry.add(key)
-                    continue
+                    made = self.hooks.stored_attributes(key)
+                    if not made:
+                        self._not_registry.add(key)
+                        continue
+                    self._made_registries[key] = made
                 self._registry_keys.add(key)
             ust = self.b.modules[user[0]].stmts[user[1]]
+            made = self._made_registries.get(key)
+            if made is not None and not any(f"{name}.{attr}" in self.b.modules[user[0]].access(
+                    ust)[0] for attr in made):
+                continue  # (a class whose registry is made for it, used but not looked in)
             if name in self.b.modules[user[0]].access(ust)[0] \
                     and not self._refuses_at_load_only(user, ust, name) \
                     and not self._handed_to_fill_only(user, ust, name):
                 ms = self.b.modules[user[0]]
                 head = name.split(".")[0]
                 load = name in ms.load_chains(ust, head) if "." in name else \
-                    name in ms.uses(ust).load
+                    name in ms.uses(ust).load and not _only_derives(ust.node, name)
                 registries.setdefault(key, []).append((user, name, load))
         if not registries:
             return False
@@ -170,8 +193,11 @@ class SideEffects:
                 added = True
                 if mkey in self.by_name:
                     self.by_name_fillers.setdefault(mkey, []).append(node)
+                hooked = self.hooks.fills(entry, ms, st)
                 for reg in dict.fromkeys(filled):
                     self._fills(reg, node)
+                    how = "a base's `__init_subclass__` or its metaclass, as the class is " \
+                        "made" if reg in hooked else "decorator or module-level statement"
                     for user, rname, load in registries[reg]:
                         # a statement upstream runs before the registration (pyro's ``class
                         # PyroModule(..., metaclass=_PyroModuleMeta)`` above ``_PyroModuleMeta.
@@ -180,8 +206,7 @@ class SideEffects:
                         self.b.deps.append(Dependency(
                             user, rname, "definition", f"{entry.module}:{st.line}",
                             "registry", 0.8, load and not early, (node,),
-                            "fills the registry it reads (decorator or module-level "
-                            "statement)"))
+                            f"fills the registry it reads ({how})"))
         return added
 
     def _registration(self, entry: ModuleEntry, ms: ModuleSource, st: TopStmt,
@@ -222,6 +247,9 @@ class SideEffects:
                 filled += writes
                 keys.append(key)
                 writers.append(key)
+        # ``class Double(Base)`` below a ``Base.__init_subclass__`` or a metaclass storing
+        # each new class (engine.subclass_hooks)
+        filled += [k for k in self.hooks.fills(entry, ms, st) if k in registries]
         if entry.key in self.by_name:
             filled = [k for k in filled if k in live]
         # ``@register_kernel(adjust_hue, Image)`` registers under a definition the
@@ -807,10 +835,12 @@ class SideEffects:
         if home is None or self.r.is_external(home.module):
             return out
         hms = self.r.module_source(home)
-        if not any(is_container_binding(hms.stmts[i].node)
-                   for i in hms.binders.get(key[2], ())):
+        # the classes of its module whose subclasses fill it (engine.subclass_hooks)
+        names = set(self.hooks.hooked_classes(key))
+        if not names and not any(is_container_binding(hms.stmts[i].node)
+                                 for i in hms.binders.get(key[2], ())):
             return out
-        names = {key[2]}
+        names.add(key[2])
         for st in hms.stmts:
             if st.kind == "function" and \
                     key in self.writes_of(("def", home.key, st.node.name)):  # type: ignore
@@ -835,7 +865,7 @@ class SideEffects:
             if k is not None and (key in self.writes_of(k) or k == key and (
                     n in ms.access(st)[1] or n in self._statement_fills(entry, ms, st))):
                 return True
-        return False
+        return key in self.hooks.fills(entry, ms, st)
 
     def note_package_fillers(self, nodes: list[NodeId]) -> None:
         """Registrations inlined from modules only a package ``__init__`` imports: said in the
@@ -1078,15 +1108,15 @@ class SideEffects:
 
     def _statement_fills(self, entry: ModuleEntry, ms: ModuleSource, st: TopStmt
                          ) -> frozenset[str]:
-        """``_filling_calls`` of a module-level statement, worked out once."""
+        """``filling_calls`` of a module-level statement, worked out once."""
         key = (entry.key, st.index)
         hit = self._fill_calls.get(key)
         if hit is None:
             hit = self._fill_calls[key] = frozenset(
-                self._filling_calls(entry, ms, st.node) if "(" in ms.stmt_text(st) else ())
+                self.filling_calls(entry, ms, st.node) if "(" in ms.stmt_text(st) else ())
         return hit
 
-    def _filling_calls(self, entry: ModuleEntry, ms: ModuleSource, node: ast.AST) -> set[str]:
+    def filling_calls(self, entry: ModuleEntry, ms: ModuleSource, node: ast.AST) -> set[str]:
         """The names whose registry a call in ``node`` fills through a method of their class
         (``accelerator_registry.register_accelerator_impl(name=name)``); for a ``def`` or
         ``class``, in its decorators only."""
@@ -1166,8 +1196,8 @@ class SideEffects:
         return [ms.stmts[i].node for i in ms.binders.get(name, [])
                 if ms.stmts[i].kind == "function"]
 
-    def _handed_to_fillers(self, entry: ModuleEntry, ms: ModuleSource, fn: ast.AST
-                           ) -> set[str]:
+    def handed_to_fillers(self, entry: ModuleEntry, ms: ModuleSource, fn: ast.AST
+                          ) -> set[str]:
         """The names a function hands to a corpus function that fills that parameter in place
         (engine.patches): graphgym's ``register_layer(key)`` returns ``register_base(
         layer_dict, key, module)``, whose ``mapping[key] = module`` fills ``layer_dict``."""
@@ -1206,9 +1236,9 @@ class SideEffects:
                 uses = ms.uses(st)
                 filled = ms.access(st)[1]
                 if "(" in ms.stmt_text(st):
-                    filled = filled | self._filling_calls(entry, ms, ast.Module(
+                    filled = filled | self.filling_calls(entry, ms, ast.Module(
                         body=list(st.node.body), type_ignores=[]))  # type: ignore[attr-defined]
-                    filled = filled | self._handed_to_fillers(entry, ms, st.node)
+                    filled = filled | self.handed_to_fillers(entry, ms, st.node)
                 for name in sorted(filled & (uses.lazy | uses.load)):
                     k = self.r.binding_key(entry, ms, name)
                     if k is not None and k not in out:
