@@ -32,3 +32,13 @@ def test_a_method_runs_where_the_construction_methods_call_it_or_code_elsewhere_
     # a base's ``__init__`` calling ``self.build_head()`` makes the override run too
     names, _ = what_runs(_class(), frozenset({"build_head"}))
     assert "build" in names and "read_checkpoint" not in names
+
+
+def test_a_function_called_through_its_module_runs_by_its_chain():
+    # ``registry.get(...)`` in ``__init__``: the closure's dependency is named by the chain
+    node = ast.parse("class Net(Base):\n    def __init__(self):\n"
+                     "        self.act = registry.get('double')()\n"
+                     "    def load(self):\n        return io.read()\n").body[0]
+    names, _ = what_runs(node)
+    assert {"registry", "registry.get"} <= names
+    assert not {"io", "io.read"} & names

@@ -2,7 +2,9 @@
 ``__init_subclass__`` or its metaclass. The classes registered so come along where the block
 looks the registry up, the spec says how, and a metaclass that only fills the namespace of
 the class it makes (deepspeed's ``LayerMetaclass``, ``attrs[MAPPING_KEY] = {}``) registers
-nothing."""
+nothing. A registry the block looks up through its module (``registry.get(name)``) is
+looked up as the block is built: the classes filling it, by decorator or by their base's
+hook, come along from the modules upstream imports with the block's."""
 
 from __future__ import annotations
 
@@ -10,7 +12,6 @@ import importlib.util
 from pathlib import Path
 
 import pytest
-
 from helpers import extract_tree
 
 torch = pytest.importorskip("torch")
@@ -96,3 +97,70 @@ def test_a_class_registered_by_its_base_comes_along_and_a_namespace_store_adds_n
     assert "`__init_subclass__` or its metaclass" in deps[0]["note"]
     # upstream: 2 * len({"x": 1}) * len("Net")
     assert _run(code, tmp_path / "hook_net.py").tolist() == [6.0, 6.0]
+
+REGISTRY = '''\
+_TABLE = {}
+
+
+def add(cls):
+    _TABLE[cls.__name__.lower()] = cls
+    return cls
+
+
+def get(name):
+    return _TABLE[name]
+'''
+
+HOOKED = '''\
+from torch import nn
+
+from . import registry
+
+
+class Base(nn.Module):
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        registry.add(cls)
+'''
+
+MODELS = '''\
+from torch import nn
+
+from .base import Base
+from .registry import add
+
+
+class Double(Base):
+    def forward(self, x):
+        return x * 2
+
+
+@add
+class Triple(nn.Module):
+    def forward(self, x):
+        return x * 3
+'''
+
+GETTER = '''\
+from torch import nn
+
+from . import models, registry  # noqa: F401
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = registry.get("double")(), registry.get("triple")()
+
+    def forward(self, x):
+        return self.b(self.a(x))
+'''
+
+
+def test_a_registry_looked_up_through_its_module_has_its_registrations(tmp_path: Path) -> None:
+    res = extract_tree(tmp_path, {"rg/__init__.py": "", "rg/registry.py": REGISTRY,
+                                  "rg/base.py": HOOKED, "rg/models.py": MODELS,
+                                  "rg/net.py": GETTER})
+    code = res.generated.code
+    assert "class Double(Base):" in code and "@add\nclass Triple(" in code
+    assert _run(code, tmp_path / "getter_net.py").tolist() == [6.0, 6.0]

@@ -27,7 +27,17 @@ CONSTRUCTION = frozenset({"__init__", "__post_init__", "__new__", "__call__", "f
 
 @per_node
 def _names(node: ast.AST) -> frozenset[str]:
-    return frozenset(n.id for n in ast.walk(node) if isinstance(n, ast.Name))
+    """The names ``node`` reads, and the dotted chains it reads through them
+    (``registry.get``, a function reached through its module)."""
+    out = set()
+    for n in ast.walk(node):
+        if isinstance(n, ast.Name):
+            out.add(n.id)
+        elif isinstance(n, ast.Attribute):
+            chain = dotted(n)
+            if chain is not None:
+                out.add(chain)
+    return frozenset(out)
 
 
 @per_node

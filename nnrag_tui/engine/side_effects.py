@@ -836,7 +836,7 @@ class SideEffects:
             return out
         hms = self.r.module_source(home)
         # the classes of its module whose subclasses fill it (engine.subclass_hooks)
-        names = set(self.hooks.hooked_classes(key))
+        names = set(self.hooks.hooked_classes(key, home))
         if not names and not any(is_container_binding(hms.stmts[i].node)
                                  for i in hms.binders.get(key[2], ())):
             return out
@@ -845,15 +845,26 @@ class SideEffects:
             if st.kind == "function" and \
                     key in self.writes_of(("def", home.key, st.node.name)):  # type: ignore
                 names.add(st.node.name)  # type: ignore[attr-defined]
-        for mkey, entry in self.index.entries.items():
-            if mkey[0] != home.source or mkey == home.key or \
-                    self.r.is_external(entry.module) or \
-                    not self.r.mentions_any(entry, sorted(names), quoted=False):
-                continue
-            ms = self.r.module_source(entry)
-            if any(self._fills_as_it_runs(entry, ms, st, key, names) for st in ms.stmts
-                   if st.kind not in ("import", "script")):
-                out.append(mkey)
+        # a module defining a class whose subclasses fill it through one of ``names``
+        # (``registry.add(cls)`` in ``Base.__init_subclass__``) adds that class's name: its
+        # subclasses elsewhere fill it too, and are looked for in a next round
+        sought, done, looked = set(names), set(), set()
+        while sought:
+            for mkey, entry in self.index.entries.items():
+                if mkey[0] != home.source or mkey == home.key or \
+                        self.r.is_external(entry.module) or \
+                        not self.r.mentions_any(entry, sorted(sought), quoted=False):
+                    continue
+                ms = self.r.module_source(entry)
+                if mkey not in out and any(
+                        self._fills_as_it_runs(entry, ms, st, key, names) for st in ms.stmts
+                        if st.kind not in ("import", "script")):
+                    out.append(mkey)
+                if mkey not in looked:
+                    looked.add(mkey)
+                    names |= set(self.hooks.hooked_classes(key, entry))
+            done |= sought
+            sought = names - done
         return out
 
     def _fills_as_it_runs(self, entry: ModuleEntry, ms: ModuleSource, st: TopStmt,

@@ -100,10 +100,9 @@ class SubclassHooks:
         then a registry, though its body may bind no container."""
         return self._subclass_fills(key)[1]
 
-    def hooked_classes(self, key: BindKey) -> list[str]:
-        """The classes of the registry ``key``'s own module whose subclasses fill it."""
-        entry = self.index.entries.get(key[1])
-        if entry is None or self.r.is_external(entry.module):
+    def hooked_classes(self, key: BindKey, entry: ModuleEntry) -> list[str]:
+        """The classes of ``entry``'s module whose subclasses fill the registry ``key``."""
+        if self.r.is_external(entry.module):
             return []
         ms = self.r.module_source(entry)
         out = []
@@ -220,9 +219,24 @@ class SubclassHooks:
             if key is not None:
                 out.append(key)
         for call in ast.walk(fn):
-            if isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and \
-                    call.func.id not in own:
-                key = self.r.binding_key(entry, ms, call.func.id)
-                if key is not None:
-                    out += self.fx.writes_of(key)
+            if not isinstance(call, ast.Call):
+                continue
+            key = self.r.binding_key(entry, ms, call.func.id) if isinstance(
+                call.func, ast.Name) and call.func.id not in own else self._through_module(
+                entry, call.func, own)
+            if key is not None:
+                out += self.fx.writes_of(key)
         return tuple(dict.fromkeys(out)), frozenset(attrs)
+
+    def _through_module(self, entry: ModuleEntry, func: ast.expr, own: frozenset[str]
+                        ) -> BindKey | None:
+        """The corpus function a call reaches through an imported module (``registry.add(
+        cls)`` below ``from . import registry``)."""
+        chain = dotted(func) if isinstance(func, ast.Attribute) else None
+        head = chain.split(".")[0] if chain else None
+        if head is None or head in own or head not in entry.imports or \
+                self.index.lookup(entry, head).kind != "module":
+            return None
+        t = self.index.resolve_dotted(entry, chain)
+        return ("def", t.entry.key, t.name) if t.kind == "def" and t.entry is not None \
+            and not t.attr else None
