@@ -164,3 +164,52 @@ def test_a_registry_looked_up_through_its_module_has_its_registrations(tmp_path:
     code = res.generated.code
     assert "class Double(Base):" in code and "@add\nclass Triple(" in code
     assert _run(code, tmp_path / "getter_net.py").tolist() == [6.0, 6.0]
+
+
+MADE = '''\
+from torch import nn
+
+
+class _Meta(type(nn.Module)):
+    def __init__(cls, name, bases, namespace):
+        super().__init__(name, bases, namespace)
+        if not hasattr(cls, "registry"):
+            cls.registry = {}
+        else:
+            cls.registry[name.lower()] = cls
+
+
+class Head(nn.Module, metaclass=_Meta):
+    @classmethod
+    def get(cls, name):
+        return cls.registry[name]
+
+
+class Negate(Head):
+    def forward(self, x):
+        return -x
+'''
+
+MADE_NET = '''\
+from torch import nn
+
+from .heads import Head
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.head = Head.get("negate")()
+
+    def forward(self, x):
+        return self.head(x)
+'''
+
+
+def test_a_registry_a_metaclass_makes_is_looked_in_through_a_method_reading_it(
+        tmp_path: Path) -> None:
+    res = extract_tree(tmp_path, {"mm/__init__.py": "", "mm/heads.py": MADE,
+                                  "mm/net.py": MADE_NET})
+    code = res.generated.code
+    assert "class Negate(Head):" in code
+    assert _run(code, tmp_path / "made_net.py").tolist() == [-1.0, -1.0]

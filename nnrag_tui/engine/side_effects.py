@@ -93,7 +93,8 @@ class SideEffects:
         self._registry_keys: set[BindKey] = set()
         self._not_registry: set[BindKey] = set()
         # a class whose registry its subclasses' creation makes and fills (``cls.registry[
-        # name] = cls`` in a metaclass) -> the attributes holding it (engine.subclass_hooks)
+        # name] = cls`` in a metaclass) -> the attributes holding it and the methods reading
+        # them (``get``), the ones a read of the class must go through (engine.subclass_hooks)
         self._made_registries: dict[BindKey, frozenset[str]] = {}
         # (statement, registry name) -> whether it only stores into or refuses by it
         self._write_only: dict[tuple[NodeId, str], bool] = {}
@@ -149,13 +150,14 @@ class SideEffects:
                     if not made:
                         self._not_registry.add(key)
                         continue
-                    self._made_registries[key] = made
+                    # looked in through the attribute or a method reading it
+                    self._made_registries[key] = made | self.hooks.reading_methods(key, made)
                 self._registry_keys.add(key)
             ust = self.b.modules[user[0]].stmts[user[1]]
             made = self._made_registries.get(key)
             if made is not None and not any(f"{name}.{attr}" in self.b.modules[user[0]].access(
                     ust)[0] for attr in made):
-                continue  # (a class whose registry is made for it, used but not looked in)
+                continue  # (a class whose registry is made for it, not looked in here)
             if name in self.b.modules[user[0]].access(ust)[0] \
                     and not self._refuses_at_load_only(user, ust, name) \
                     and not self._handed_to_fill_only(user, ust, name):

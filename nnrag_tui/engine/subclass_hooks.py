@@ -68,8 +68,8 @@ class SubclassHooks:
     def fills(self, entry: ModuleEntry, ms: ModuleSource, st: TopStmt) -> tuple[BindKey, ...]:
         """The definitions that the ``class`` statement ``st`` may fill as it runs, through
         the ``__init_subclass__`` of a corpus base or a corpus metaclass: the containers its
-        hooks store into by name, and where one stores through its parameter, the corpus
-        classes along its bases and metaclasses."""
+        hooks store into by name, and where one stores through the class being made, the
+        corpus classes along its bases and metaclasses."""
         if st.kind != "class":
             return ()
         at = (entry.key, st.index)
@@ -99,6 +99,23 @@ class SubclassHooks:
         class being made (a metaclass's ``cls.registry[name] = cls``): ``key.registry`` is
         then a registry, though its body may bind no container."""
         return self._subclass_fills(key)[1]
+
+    def reading_methods(self, key: BindKey, attrs: frozenset[str]) -> frozenset[str]:
+        """The methods of the corpus class ``key`` and its corpus bases that read one of
+        ``attrs`` through their first parameter (``def get(cls, name): return cls.registry[
+        name]``): ``Head.get(...)`` looks the registry up."""
+        out: set[str] = set()
+        for k in self._ancestry(key):
+            for _, _, node in self._classes(k):
+                for fn in node.body:
+                    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                        continue
+                    params = [*fn.args.posonlyargs, *fn.args.args]
+                    if params and any(isinstance(n, ast.Attribute) and n.attr in attrs
+                                      and isinstance(n.value, ast.Name)
+                                      and n.value.id == params[0].arg for n in ast.walk(fn)):
+                        out.add(fn.name)
+        return frozenset(out)
 
     def hooked_classes(self, key: BindKey, entry: ModuleEntry) -> list[str]:
         """The classes of ``entry``'s module whose subclasses fill the registry ``key``."""
@@ -200,8 +217,9 @@ class SubclassHooks:
     def _method_fills(self, entry: ModuleEntry, ms: ModuleSource,
                       fn: ast.FunctionDef | ast.AsyncFunctionDef) -> Fills:
         """The module-level containers a hook method stores into by name, directly or through
-        a corpus function or a class's filling method it calls, and the attributes it stores
-        into through the class being made or the metaclass (``cls.registry[name] = cls``)."""
+        a class's filling method or a corpus function it calls (by name, or through its module:
+        ``registry.add(cls)``), and the attributes it stores into through the class being made
+        or the metaclass (``cls.registry[name] = cls``)."""
         own = _locals(fn)
         made = _class_names(fn)
         body = ast.Module(body=list(fn.body), type_ignores=[])
