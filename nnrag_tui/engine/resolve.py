@@ -110,8 +110,9 @@ class Resolver:
         # registry -> the modules of its repository whose statements fill it as they run,
         # outside its own module (SideEffects.span_package_fillers)
         self.load_fillers: dict[BindKey, list[tuple[str, str]]] = {}
-        # class (or ("metaclass", class)) -> what creating a subclass (a class) of it fills:
-        # registries by name, and attributes stored through the class made (engine.subclass_hooks)
+        # class (or ("metaclass", class), or ("statement", module, index) of a class statement)
+        # -> what creating a subclass (a class, that class) fills: registries by name, and
+        # attributes stored through the class made (engine.subclass_hooks)
         self.subclass_fills: dict[object, tuple[tuple[BindKey, ...], frozenset[str]]] = {}
         # module -> (line, what) of its statements importing a folder's modules by name
         self._folder_imports: dict[tuple[str, str], list[tuple[int, FolderImport]]] = {}

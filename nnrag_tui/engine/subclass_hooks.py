@@ -57,13 +57,12 @@ def _class_names(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> frozenset[str]:
 
 class SubclassHooks:
     """What creating a class fills, for one closure's registry rule; the answers per class
-    are kept on the resolver, as they do not depend on the closure."""
+    and per statement are kept on the resolver, as they do not depend on the closure."""
 
     def __init__(self, effects: SideEffects) -> None:
         self.fx = effects
         self.r = effects.r
         self.index = effects.index
-        self._by_statement: dict[tuple[tuple[str, str], int], tuple[BindKey, ...]] = {}
 
     def fills(self, entry: ModuleEntry, ms: ModuleSource, st: TopStmt) -> tuple[BindKey, ...]:
         """The definitions that the ``class`` statement ``st`` may fill as it runs, through
@@ -72,10 +71,10 @@ class SubclassHooks:
         corpus classes along its bases and metaclasses."""
         if st.kind != "class":
             return ()
-        at = (entry.key, st.index)
-        hit = self._by_statement.get(at)
+        at = ("statement", entry.key, st.index)
+        hit = self.r.subclass_fills.get(at)
         if hit is not None:
-            return hit
+            return hit[0]
         node: ast.ClassDef = st.node  # type: ignore[assignment]
         bases, metas = self._parents(entry, ms, node)
         out: list[BindKey] = []
@@ -91,7 +90,8 @@ class SubclassHooks:
         if by_self:
             for key in (*bases, *metas):
                 out += self._ancestry(key)
-        self._by_statement[at] = hit = tuple(dict.fromkeys(out))
+        hit = tuple(dict.fromkeys(out))
+        self.r.subclass_fills[at] = (hit, frozenset())
         return hit
 
     def stored_attributes(self, key: BindKey) -> frozenset[str]:
