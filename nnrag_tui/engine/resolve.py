@@ -321,6 +321,13 @@ class Resolver:
             return ("def", t.entry.key, t.name)
         return None
 
+    def dotted_key(self, entry: ModuleEntry, chain: str) -> BindKey | None:
+        """The corpus definition the dotted chain ``chain`` stands for inside ``entry``
+        (``registry.add`` below ``from . import registry``), definitions only."""
+        t = self.index.resolve_dotted(entry, chain)
+        return ("def", t.entry.key, t.name) if t.kind == "def" and t.entry is not None \
+            and not t.attr else None
+
     def closure(self, block: Block) -> Closure:
         entry = self.index.entries.get((block.source, block.module))
         if entry is None:

@@ -1278,9 +1278,9 @@ class SideEffects:
             chain = dotted(func) if isinstance(func, ast.Attribute) else None
             if chain is None or chain.split(".")[0] not in names:
                 continue
-            t = self.index.resolve_dotted(entry, chain)
-            if t.kind == "def" and t.entry is not None and not t.attr:
-                out.append(("def", t.entry.key, t.name))
+            key = self.r.dotted_key(entry, chain)
+            if key is not None:
+                out.append(key)
         return out
 
     @staticmethod

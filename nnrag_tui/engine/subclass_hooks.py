@@ -148,11 +148,7 @@ class SubclassHooks:
             if isinstance(expr, ast.Name):
                 return self.r.binding_key(entry, ms, expr.id)
             chain = dotted(expr) if isinstance(expr, ast.Attribute) else None
-            if chain is None:
-                return None
-            t = self.index.resolve_dotted(entry, chain)
-            return ("def", t.entry.key, t.name) if t.kind == "def" and t.entry is not None \
-                and not t.attr else None
+            return self.r.dotted_key(entry, chain) if chain is not None else None
 
         bases = [k for k in map(key_of, node.bases) if k is not None]
         metas = [k for k in (key_of(kw.value) for kw in node.keywords if kw.arg == "metaclass")
@@ -255,6 +251,4 @@ class SubclassHooks:
         if head is None or head in own or head not in entry.imports or \
                 self.index.lookup(entry, head).kind != "module":
             return None
-        t = self.index.resolve_dotted(entry, chain)
-        return ("def", t.entry.key, t.name) if t.kind == "def" and t.entry is not None \
-            and not t.attr else None
+        return self.r.dotted_key(entry, chain)
