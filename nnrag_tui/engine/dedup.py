@@ -1200,10 +1200,10 @@ def items_from_index(extractor, *, extracted: bool = False, category: str | None
     for n, b in enumerate(blocks):
         text = None
         if resolver is not None:
-            from nnrag_tui.engine.generate import generate
+            from nnrag_tui.engine.generate import regenerate
 
             try:
-                text = generate(resolver.closure(b), roots).code
+                text = regenerate(resolver, b, roots)[1].code
             except (NnragError, SyntaxError, RecursionError, ValueError) as exc:
                 notes.append(f"{b.source}:{b.key}: not extracted ({type(exc).__name__}: "
                              f"{exc}); its class text is compared instead")

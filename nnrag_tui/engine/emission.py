@@ -275,6 +275,57 @@ class _CallReads:
         return self.reached[callee]
 
 
+class _ClassMakers:
+    """What runs when a ``class`` statement of a closure makes its class: its metaclass's
+    creation methods, and the ``__init_subclass__`` of its corpus bases, through theirs in
+    turn. (Methods, not functions nested in ``_class_creation_deps`` that call each other:
+    those would hold the builder in a reference cycle once the closure is built.)"""
+
+    def __init__(self, builder: _ClosureBuilder,
+                 targets: dict[tuple[NodeId, str], tuple[NodeId, ...]]) -> None:
+        self.b = builder
+        self.targets = targets
+
+    def classdef(self, n: NodeId) -> ast.ClassDef | None:
+        node = self.b.modules[n[0]].stmts[n[1]].node
+        return node if isinstance(node, ast.ClassDef) else None
+
+    def named(self, user: NodeId, expr: ast.expr) -> tuple[NodeId, ...]:
+        return self.targets.get((user, expr.id), ()) if isinstance(expr, ast.Name) else ()
+
+    def of_class(self, node: ast.ClassDef, n: NodeId, seen: set[NodeId]
+                 ) -> list[tuple[NodeId, tuple[str, ...]]]:
+        """What runs when the ``class`` statement ``node`` (in the statement ``n``) makes its
+        class: its metaclass's creation methods and what its bases' makers run."""
+        out: list[tuple[NodeId, tuple[str, ...]]] = []
+        for k in node.keywords:
+            if k.arg == "metaclass":
+                out += [(m, METACLASS_CREATION) for m in self.named(n, k.value)
+                        if self.classdef(m) is not None]
+        for base in node.bases:
+            for b in self.named(n, base):
+                out += self.of_binding(b, seen)
+        return out
+
+    def of_binding(self, n: NodeId, seen: set[NodeId]
+                   ) -> list[tuple[NodeId, tuple[str, ...]]]:
+        """(class statement, its methods that run) for what runs when the class ``n``
+        binds, or one derived from it, is made."""
+        if n in seen:
+            return []
+        seen.add(n)
+        node = self.b.modules[n[0]].stmts[n[1]].node
+        out: list[tuple[NodeId, tuple[str, ...]]] = []
+        if isinstance(node, ast.ClassDef):
+            out.append((n, SUBCLASS_HOOK))
+            out += self.of_class(node, n, seen)
+        elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
+            # ``X = Meta("X", bases, ns)``: a class that ``Meta`` made
+            out += [(m, METACLASS_CREATION) for m in self.named(n, node.value.func)
+                    if self.classdef(m) is not None]
+        return out
+
+
 def _class_creation_deps(builder: _ClosureBuilder, targets: dict[tuple[NodeId, str], tuple[
         NodeId, ...]], needs_of: _CallReads) -> dict[NodeId, set[NodeId]]:
     """What a ``class`` statement needs while it executes beyond its own text: the names
@@ -283,45 +334,7 @@ def _class_creation_deps(builder: _ClosureBuilder, targets: dict[tuple[NodeId, s
     _ExtendedInjectorType("Injector", ...)`` is a class its metaclass made, and that
     metaclass's ``__new__`` reads ``BaseInjector``, bound below it upstream: every class
     derived from it runs that read as it is made."""
-
-    def classdef(n: NodeId) -> ast.ClassDef | None:
-        node = builder.modules[n[0]].stmts[n[1]].node
-        return node if isinstance(node, ast.ClassDef) else None
-
-    def named(user: NodeId, expr: ast.expr) -> tuple[NodeId, ...]:
-        return targets.get((user, expr.id), ()) if isinstance(expr, ast.Name) else ()
-
-    def class_makers(node: ast.ClassDef, n: NodeId, seen: set[NodeId]
-                     ) -> list[tuple[NodeId, tuple[str, ...]]]:
-        """What runs when the ``class`` statement ``node`` (in the statement ``n``) makes its
-        class: its metaclass's creation methods and what its bases' makers run."""
-        out: list[tuple[NodeId, tuple[str, ...]]] = []
-        for k in node.keywords:
-            if k.arg == "metaclass":
-                out += [(m, METACLASS_CREATION) for m in named(n, k.value)
-                        if classdef(m) is not None]
-        for base in node.bases:
-            for b in named(n, base):
-                out += makers(b, seen)
-        return out
-
-    def makers(n: NodeId, seen: set[NodeId]) -> list[tuple[NodeId, tuple[str, ...]]]:
-        """(class statement, its methods that run) for what runs when the class ``n``
-        binds, or one derived from it, is made."""
-        if n in seen:
-            return []
-        seen.add(n)
-        node = builder.modules[n[0]].stmts[n[1]].node
-        out: list[tuple[NodeId, tuple[str, ...]]] = []
-        if isinstance(node, ast.ClassDef):
-            out.append((n, SUBCLASS_HOOK))
-            out += class_makers(node, n, seen)
-        elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
-            # ``X = Meta("X", bases, ns)``: a class that ``Meta`` made
-            out += [(m, METACLASS_CREATION) for m in named(n, node.value.func)
-                    if classdef(m) is not None]
-        return out
-
+    makers = _ClassMakers(builder, targets)
     extra: dict[NodeId, set[NodeId]] = {}
     reads: dict[tuple[NodeId, tuple[str, ...]], set[NodeId]] = {}
     for n in builder.order:
@@ -332,11 +345,11 @@ def _class_creation_deps(builder: _ClosureBuilder, targets: dict[tuple[NodeId, s
         # a class's own ``__init_subclass__`` does not run for itself
         seen = {n}
         found = [m for cls in _classes_made(builder.modules[n[0]].stmts[n[1]].node)
-                 for m in class_makers(cls, n, seen)]
+                 for m in makers.of_class(cls, n, seen)]
         for maker, methods in found:
             if (maker, methods) not in reads:  # a base shared by many classes: once
-                cls = classdef(maker)
-                assert cls is not None  # makers() gives class statements only
+                cls = makers.classdef(maker)
+                assert cls is not None  # the makers are class statements only
                 # what the methods read, and what the functions they call read in turn
                 # (tensordict's ``_TensorClassMeta.__new__`` calls ``_patch_tc(cls)``,
                 # which reads ``TensorDictBase``)

@@ -646,7 +646,7 @@ def spec_records(extractor, *, category: str | None = None, repo: str | None = N
     """One record per block of the index: its neutral spec from a fresh extraction (a
     class-only spec, with ``error``, when the block cannot be extracted), plus the saved
     block's validation when ``registry`` holds it."""
-    from nnrag_tui.engine.generate import generate
+    from nnrag_tui.engine.generate import regenerate
     from nnrag_tui.engine.spec import build_spec, find_class
 
     blocks = extractor.blocks(category=category, repo=repo, match=match)
@@ -660,7 +660,7 @@ def spec_records(extractor, *, category: str | None = None, repo: str | None = N
                                "repo": b.source, "category": b.category,
                                "upstream_lines": b.lines}
         try:
-            g = generate(resolver.closure(b), roots)
+            _, g = regenerate(resolver, b, roots)
         except (NnragError, SyntaxError, RecursionError, ValueError, OSError) as exc:
             rec["extracted"] = False
             rec["error"] = f"{type(exc).__name__}: {exc}"

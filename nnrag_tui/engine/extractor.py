@@ -208,14 +208,13 @@ class BlockExtractor:
         result with the closure it came from (None when it failed). Never raises for a block
         that cannot be extracted: the failure is in the result. A broken index raises
         ``StoreError``."""
-        from nnrag_tui.engine.generate import generate
+        from nnrag_tui.engine.generate import regenerate
 
         requested = requested or block.key
         notes = list(notes or ())
         try:
             with self._resolve_lock:
-                closure = self.resolver().closure(block)
-                gen = generate(closure, self.store.source_roots())
+                closure, gen = regenerate(self.resolver(), block, self.store.source_roots())
         except StoreError:
             raise  # the index, not this block: the caller reports it
         except (NnragError, SyntaxError, RecursionError, ValueError) as exc:

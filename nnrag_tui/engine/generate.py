@@ -12,10 +12,12 @@ import ast
 import os
 import sys
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from nnrag_tui import __version__
 from nnrag_tui.engine.closure import ALWAYS_EXTERNAL, UNUSED, Closure, ExternalImport, NodeId
 from nnrag_tui.engine.deferred import DeferredRun, deferred_runs
+from nnrag_tui.engine.gcpolicy import fewer_collections
 from nnrag_tui.engine.import_locations import emptied as emptied_lists
 from nnrag_tui.engine.modsource import ModuleSource, annotated
 from nnrag_tui.engine.moduleobject import is_object_key
@@ -31,6 +33,10 @@ from nnrag_tui.engine.registry_scope import pinned as pin_scope
 from nnrag_tui.engine.rewrite import ImportEdits, indented, rewrite_statement
 from nnrag_tui.engine.spec import build_spec, find_class
 from nnrag_tui.engine.typing_only import TypingGroup, typing_group
+
+if TYPE_CHECKING:
+    from nnrag_tui.engine.facts import Block
+    from nnrag_tui.engine.resolve import Resolver
 
 STDLIB = frozenset(getattr(sys, "stdlib_module_names", ())) | {"__future__"}
 MAX_MODULE_FILE = 64 << 20  # bytes: a larger file found through ``__file__`` is not copied
@@ -88,6 +94,16 @@ class GeneratedBlock:
             except OSError:
                 continue
         return out
+
+
+def regenerate(resolver: Resolver, block: Block, sources: dict[str, dict]
+               ) -> tuple[Closure, GeneratedBlock]:
+    """The closure of ``block`` and the file generated from it, with the cyclic garbage
+    collector running less often meanwhile (engine.gcpolicy): a closure allocates in bursts
+    that it would walk again and again, finding next to no garbage."""
+    with fewer_collections():
+        closure = resolver.closure(block)
+        return closure, generate(closure, sources)
 
 
 def generate(closure: Closure, sources: dict[str, dict]) -> GeneratedBlock:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import ast
 import functools
 import re
-import symtable
 from collections.abc import Callable, Collection, Hashable
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -514,9 +513,12 @@ def _load_and_lazy(text: str, node: ast.stmt, skip: Collection[int] = ()
     load: set[str] = set()
     lazy: set[str] = set()
     assigned_global: set[str] = set()
-    table = scopes.statement_table(text)
-
-    def visit(tab: symtable.SymbolTable, is_lazy: bool) -> None:
+    # (scope, whether it runs only later), outermost first; a stack, not a nested function
+    # calling itself, whose reference cycle would keep the symbol tables for a full
+    # garbage collection
+    todo = [(scopes.statement_table(text), False)]
+    while todo:
+        tab, is_lazy = todo.pop()
         is_module = tab.get_type() == "module"
         for sym in tab.get_symbols():
             name = sym.get_name()
@@ -528,12 +530,9 @@ def _load_and_lazy(text: str, node: ast.stmt, skip: Collection[int] = ()
                     (lazy if is_lazy else load).add(name)
                 if sym.is_assigned():
                     assigned_global.add(name)
-        for child in tab.get_children():
-            child_lazy = is_lazy or (child.get_type() == "function"
-                                     and child.get_name() not in COMPREHENSIONS)
-            visit(child, child_lazy)
-
-    visit(table, False)
+        todo += [(child, is_lazy or (child.get_type() == "function"
+                                     and child.get_name() not in COMPREHENSIONS))
+                 for child in tab.get_children()]
     if "__class__" in load | lazy and not any(
             isinstance(n, ast.Name) and n.id == "__class__" for n in ast.walk(node)):
         # CPython's compiler reads ``__class__`` for every function that names ``super``;
@@ -1067,24 +1066,28 @@ def _nested_imports(stmt: ast.stmt):
     holds it) for every import below ``stmt`` that a function or class body holds;
     module-level ones (also inside a kept ``try``/``if``) are the module's own imports and
     handled elsewhere."""
-    def walk(node: ast.AST, scope: str | None, holder: ast.AST | None):
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, (ast.Import, ast.ImportFrom)):
-                if scope is not None:
-                    yield child, scope == "class", holder
-            elif isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                yield from walk(child, "function", child)
-            elif isinstance(child, ast.ClassDef):
-                yield from walk(child, "class" if scope != "function" else "function", child)
-            else:
-                yield from walk(child, scope, holder)
-
     if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
-        yield from walk(stmt, "function", stmt)
+        yield from _imports_below(stmt, "function", stmt)
     elif isinstance(stmt, ast.ClassDef):
-        yield from walk(stmt, "class", stmt)
+        yield from _imports_below(stmt, "class", stmt)
     else:
-        yield from walk(stmt, None, None)
+        yield from _imports_below(stmt, None, None)
+
+
+def _imports_below(node: ast.AST, scope: str | None, holder: ast.AST | None):
+    """``_nested_imports`` below ``node``, whose innermost scope is ``scope`` (``"class"``,
+    ``"function"`` or None for the module), held by ``holder``."""
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, (ast.Import, ast.ImportFrom)):
+            if scope is not None:
+                yield child, scope == "class", holder
+        elif isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            yield from _imports_below(child, "function", child)
+        elif isinstance(child, ast.ClassDef):
+            yield from _imports_below(child, "class" if scope != "function" else "function",
+                                      child)
+        else:
+            yield from _imports_below(child, scope, holder)
 
 
 def _kind(node: ast.stmt) -> str:
@@ -1264,50 +1267,54 @@ def _bound_names(node: ast.stmt) -> list[str]:
 def _bindings(node: ast.stmt) -> list[tuple[str, bool]]:
     """(name, bound by an import) for every module-namespace binding of a statement."""
     out: list[tuple[str, bool]] = []
-
-    def targets(t: ast.AST) -> None:
-        for n in ast.walk(t):
-            if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)):
-                out.append((n.id, False))
-
-    def walk(st: ast.stmt) -> None:
-        if isinstance(st, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
-            out.append((st.name, False))
-        elif isinstance(st, ast.Import):
-            out.extend((a.asname or a.name.split(".")[0], True) for a in st.names)
-        elif isinstance(st, ast.ImportFrom):
-            out.extend((a.asname or a.name, True) for a in st.names if a.name != "*")
-        elif isinstance(st, ast.Assign):
-            for t in st.targets:
-                targets(t)
-        elif isinstance(st, (ast.AnnAssign, ast.AugAssign)):
-            targets(st.target)
-        elif isinstance(st, (ast.For, ast.AsyncFor)):
-            targets(st.target)
-            for s in st.body + st.orelse:
-                walk(s)
-        elif isinstance(st, (ast.With, ast.AsyncWith)):
-            for item in st.items:
-                if item.optional_vars is not None:
-                    targets(item.optional_vars)
-            for s in st.body:
-                walk(s)
-        elif isinstance(st, (ast.If, ast.While)):
-            for s in st.orelse if is_main_guard(st) else st.body + st.orelse:
-                walk(s)
-        elif isinstance(st, ast.Try) or type(st).__name__ == "TryStar":
-            for s in st.body + st.orelse + st.finalbody:  # type: ignore[attr-defined]
-                walk(s)
-            for h in st.handlers:  # type: ignore[attr-defined]
-                if h.name:
-                    out.append((h.name, False))
-                for s in h.body:
-                    walk(s)
-        elif isinstance(st, ast.Expr):
-            # the walrus binds in the module scope
-            for n in ast.walk(st):
-                if isinstance(n, ast.NamedExpr) and isinstance(n.target, ast.Name):
-                    out.append((n.target.id, False))
-
-    walk(node)
+    _statement_bindings(node, out)
     return out
+
+
+def _target_bindings(t: ast.AST, out: list[tuple[str, bool]]) -> None:
+    for n in ast.walk(t):
+        if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)):
+            out.append((n.id, False))
+
+
+def _statement_bindings(st: ast.stmt, out: list[tuple[str, bool]]) -> None:
+    """``_bindings`` of ``st``, appended to ``out``. (Module-level, not nested in
+    ``_bindings``: a nested function that calls itself is a reference cycle, freed only by
+    a full garbage collection; every closure asks for thousands of statements.)"""
+    if isinstance(st, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+        out.append((st.name, False))
+    elif isinstance(st, ast.Import):
+        out.extend((a.asname or a.name.split(".")[0], True) for a in st.names)
+    elif isinstance(st, ast.ImportFrom):
+        out.extend((a.asname or a.name, True) for a in st.names if a.name != "*")
+    elif isinstance(st, ast.Assign):
+        for t in st.targets:
+            _target_bindings(t, out)
+    elif isinstance(st, (ast.AnnAssign, ast.AugAssign)):
+        _target_bindings(st.target, out)
+    elif isinstance(st, (ast.For, ast.AsyncFor)):
+        _target_bindings(st.target, out)
+        for s in st.body + st.orelse:
+            _statement_bindings(s, out)
+    elif isinstance(st, (ast.With, ast.AsyncWith)):
+        for item in st.items:
+            if item.optional_vars is not None:
+                _target_bindings(item.optional_vars, out)
+        for s in st.body:
+            _statement_bindings(s, out)
+    elif isinstance(st, (ast.If, ast.While)):
+        for s in st.orelse if is_main_guard(st) else st.body + st.orelse:
+            _statement_bindings(s, out)
+    elif isinstance(st, ast.Try) or type(st).__name__ == "TryStar":
+        for s in st.body + st.orelse + st.finalbody:  # type: ignore[attr-defined]
+            _statement_bindings(s, out)
+        for h in st.handlers:  # type: ignore[attr-defined]
+            if h.name:
+                out.append((h.name, False))
+            for s in h.body:
+                _statement_bindings(s, out)
+    elif isinstance(st, ast.Expr):
+        # the walrus binds in the module scope
+        for n in ast.walk(st):
+            if isinstance(n, ast.NamedExpr) and isinstance(n.target, ast.Name):
+                out.append((n.target.id, False))

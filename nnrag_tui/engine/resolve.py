@@ -332,7 +332,11 @@ class Resolver:
         entry = self.index.entries.get((block.source, block.module))
         if entry is None:
             raise ResolutionError(f"module {block.module} of {block.source} is not indexed")
-        return _ClosureBuilder(self, block, entry).build()
+        builder = _ClosureBuilder(self, block, entry)
+        try:
+            return builder.build()
+        finally:
+            builder.release()
 
 
 class _ClosureBuilder:
@@ -382,6 +386,14 @@ class _ClosureBuilder:
         # a chain there reads through a module ``__getattr__`` (engine.lazyattr)
         self.lazy_reads: dict[tuple[NodeId, int], BindKey] = {}
         self.effects = SideEffects(self)
+
+    def release(self) -> None:
+        """Drops the links from the builder to its rules (``SideEffects`` holds the builder
+        and its ``SubclassHooks``, which hold it back): without those reference cycles, the
+        builder's working state is freed as soon as the closure is built, not at the next
+        full garbage collection (engine.gcpolicy)."""
+        self.effects.release()
+        del self.effects
 
     # -- graph -----------------------------------------------------------------------------
     def ms(self, entry: ModuleEntry) -> ModuleSource:

@@ -214,8 +214,12 @@ def _alone_in_block(tree: ast.AST, leaves_nothing) -> set[int]:
     ``leaves_nothing(stmt, module_level)`` (peft's ``if TYPE_CHECKING:`` holding only corpus
     imports, all inlined): a block cannot be empty."""
     out: set[int] = set()
-
-    def walk(node: ast.AST, module_level: bool) -> None:
+    # (node, whether its blocks are module-level code); a stack, not a nested function
+    # calling itself, whose reference cycle would hold ``leaves_nothing`` (the walker, with
+    # the statement it walks) until a full garbage collection
+    todo: list[tuple[ast.AST, bool]] = [(tree, True)]
+    while todo:
+        node, module_level = todo.pop()
         inner = module_level and not isinstance(node, SCOPES)
         for f in ("body", "orelse", "finalbody"):
             body = getattr(node, f, None)
@@ -223,10 +227,7 @@ def _alone_in_block(tree: ast.AST, leaves_nothing) -> set[int]:
                 continue
             if len(body) == 1 or all(leaves_nothing(s, inner) for s in body):
                 out.add(id(body[0]))
-        for child in ast.iter_child_nodes(node):
-            walk(child, inner)
-
-    walk(tree, True)
+        todo += [(child, inner) for child in ast.iter_child_nodes(node)]
     return out
 
 

@@ -107,20 +107,37 @@ def global_read_lines(text: str, name: str, parsed: ast.stmt | None = None,
         top = statement_table(text)
     except SyntaxError as exc:
         raise ValueError(str(exc)) from None
-    offset = 0 if parsed is None else line - 1
-    root = name.partition(".")[0]
-    tables = ScopeTables(offset)
-    out: list[int] = []
+    reads = _GlobalReads(name, 0 if parsed is None else line - 1)
+    for st in tree.body:
+        reads.visit(st, top)
+    return reads.lines
 
-    def outer_parts(args: ast.arguments) -> list[ast.expr]:
-        every = [*args.posonlyargs, *args.args, *args.kwonlyargs,
-                 *([args.vararg] if args.vararg else []), *([args.kwarg] if args.kwarg else [])]
-        return [*args.defaults, *(d for d in args.kw_defaults if d is not None),
-                *(a.annotation for a in every if a.annotation is not None)]
 
-    def visit(node: ast.AST, table: symtable.SymbolTable) -> None:
+def _outer_parts(args: ast.arguments) -> list[ast.expr]:
+    """The parts of a function's or lambda's arguments evaluated where it is defined: the
+    defaults and the annotations."""
+    every = [*args.posonlyargs, *args.args, *args.kwonlyargs,
+             *([args.vararg] if args.vararg else []), *([args.kwarg] if args.kwarg else [])]
+    return [*args.defaults, *(d for d in args.kw_defaults if d is not None),
+            *(a.annotation for a in every if a.annotation is not None)]
+
+
+class _GlobalReads:
+    """``global_read_lines``' walk: each node with the symbol table of its scope. (A class,
+    not a nested function calling itself: that is a reference cycle, which would keep the
+    tables until a full garbage collection.)"""
+
+    def __init__(self, name: str, offset: int) -> None:
+        self.name = name
+        self.root = name.partition(".")[0]
+        self.offset = offset
+        self.tables = ScopeTables(offset)
+        self.lines: list[int] = []
+
+    def visit(self, node: ast.AST, table: symtable.SymbolTable) -> None:
+        visit, name, tables = self.visit, self.name, self.tables
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            for part in [*node.decorator_list, *outer_parts(node.args),
+            for part in [*node.decorator_list, *_outer_parts(node.args),
                          *([node.returns] if node.returns else [])]:
                 visit(part, table)
             inner = tables.child(table, node)
@@ -133,7 +150,7 @@ def global_read_lines(text: str, name: str, parsed: ast.stmt | None = None,
             for st in node.body:
                 visit(st, inner)
         elif isinstance(node, ast.Lambda):
-            for part in outer_parts(node.args):
+            for part in _outer_parts(node.args):
                 visit(part, table)
             visit(node.body, tables.child(table, node))
         elif isinstance(node, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
@@ -147,15 +164,11 @@ def global_read_lines(text: str, name: str, parsed: ast.stmt | None = None,
         elif isinstance(node, ast.Name):
             if node.id == name and not isinstance(node.ctx, ast.Store) \
                     and reads_global(table, name):
-                out.append(node.lineno - offset)
+                self.lines.append(node.lineno - self.offset)
         elif isinstance(node, ast.Attribute) and "." in name and dotted(node) == name:
-            if reads_global(table, root):
-                out.append(node.lineno - offset)
+            if reads_global(table, self.root):
+                self.lines.append(node.lineno - self.offset)
         else:
             for child in ast.iter_child_nodes(node):
                 visit(child, table)
-
-    for st in tree.body:
-        visit(st, top)
-    return out
 

@@ -130,6 +130,11 @@ class SideEffects:
         self._config_added: list[NodeId] = []
         self.hooks = SubclassHooks(self)
 
+    def release(self) -> None:
+        """Drops the link to the ``SubclassHooks``, which hold these rules back
+        (``_ClosureBuilder.release``)."""
+        del self.hooks
+
     def add_registry_fillers(self) -> bool:
         """A module-level container that an included statement *reads* (``_ACTS[name]``,
         ``get_model`` looking up ``_model_entrypoints``) is only complete together with the

@@ -184,7 +184,7 @@ def run_extraction(extractor, blocks, *, progress: ProgressFn | None = None,
                                                                       float]:
     """Extracts every block (closure + generated file, nothing written) and times each one.
     Returns the records and the seconds spent building the resolver."""
-    from nnrag_tui.engine.generate import generate
+    from nnrag_tui.engine.generate import regenerate
 
     t = time.perf_counter()
     resolver = extractor.resolver()
@@ -196,7 +196,7 @@ def run_extraction(extractor, blocks, *, progress: ProgressFn | None = None,
             break
         t = time.perf_counter()
         try:
-            g = generate(resolver.closure(b), roots)
+            _, g = regenerate(resolver, b, roots)
         except (NnragError, SyntaxError, RecursionError, ValueError, OSError) as exc:
             out.append(ExtractionRecord(b.key, b.source, b.category, False,
                                         time.perf_counter() - t, cause=extraction_cause(exc)))
