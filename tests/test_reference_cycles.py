@@ -18,8 +18,14 @@ NET = {
 
 # what the closure, the emission order and the rewrite walk: a metaclass and a base's
 # __init_subclass__ (the makers of a class), a guarded import the rewrite drops, bindings in
-# a loop and a try, an import inside a function, a name no module binds
+# a loop and a try, an import inside a function, a name no module binds, a read inside a
+# function through a module __getattr__ that imports as it is asked
 ENTANGLED = {
+    "pkg/lazy/__init__.py": (
+        "def __getattr__(name):\n    if name == 'Thing':\n"
+        "        from .impl import Thing\n        return Thing\n"
+        "    raise AttributeError(name)\n"),
+    "pkg/lazy/impl.py": "class Thing:\n    scale = 2\n",
     "pkg/__init__.py": "",
     "pkg/other.py": NET["pkg/net.py"].replace("Net", "Other"),
     "pkg/base.py": (
@@ -28,11 +34,11 @@ ENTANGLED = {
         "class Base(metaclass=Meta):\n    def __init_subclass__(cls, **kw):\n"
         "        REG[cls.__name__] = cls\n"),
     "pkg/net.py": (
-        "from torch import nn\n\ntry:\n    from .base import Base\nexcept ImportError:\n"
+        "from torch import nn\n\nfrom . import lazy\n\ntry:\n    from .base import Base\nexcept ImportError:\n"
         "    Base = object\n\nfor _k in ('a', 'b'):\n    pass\n\ntry:\n    LIMIT = 3\n"
         "except Exception as err:\n    LIMIT = None\n\n\n"
         "class Net(nn.Module, Base):\n    def forward(self, x):\n"
-        "        import math\n        return x * math.pi + LIMIT + [y for y in (_k,)][0] \\\n"
+        "        import math\n        return lazy.Thing.scale * x * math.pi + LIMIT + [y for y in (_k,)][0] \\\n"
         "            + missing_name\n"),
 }
 

@@ -176,28 +176,32 @@ def read_sites(stmt: ast.stmt, chain: str, lines: list[str]) -> list[int] | None
     start its line (``if x: return capture.X``) and has no enclosing one in a function that
     does."""
     found: set[int] = set()
+    return sorted(found) if _read_sites(stmt, chain, lines, [], False, found) else None
 
-    def walk(node: ast.AST, stack: list[ast.stmt], in_function: bool) -> bool:
-        if isinstance(node, ast.Lambda):
-            return not _reads(node, chain)
-        if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load) and \
-                parse.dotted(node) == chain:
-            line = _site(stack, lines) if in_function else None
-            if line is None:
-                return False
-            found.add(line)
-            return True
-        if isinstance(node, ast.stmt):
-            stack = [*stack, node]
-        for field, value in ast.iter_fields(node):
-            body = isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and field == "body"
-            for child in value if isinstance(value, list) else [value]:
-                if isinstance(child, ast.AST) and not walk(
-                        child, [] if body else stack, in_function or body):
-                    return False
+
+def _read_sites(node: ast.AST, chain: str, lines: list[str], stack: list[ast.stmt],
+                in_function: bool, found: set[int]) -> bool:
+    """``read_sites`` below ``node``, inside the statements ``stack``, into ``found``;
+    False where a read is elsewhere. (Module-level: a nested function calling itself is a
+    reference cycle, freed only by a full garbage collection.)"""
+    if isinstance(node, ast.Lambda):
+        return not _reads(node, chain)
+    if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load) and \
+            parse.dotted(node) == chain:
+        line = _site(stack, lines) if in_function else None
+        if line is None:
+            return False
+        found.add(line)
         return True
-
-    return sorted(found) if walk(stmt, [], False) else None
+    if isinstance(node, ast.stmt):
+        stack = [*stack, node]
+    for field, value in ast.iter_fields(node):
+        body = isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and field == "body"
+        for child in value if isinstance(value, list) else [value]:
+            if isinstance(child, ast.AST) and not _read_sites(
+                    child, chain, lines, [] if body else stack, in_function or body, found):
+                return False
+    return True
 
 
 def _site(stack: list[ast.stmt], lines: list[str]) -> int | None:
