@@ -126,6 +126,8 @@ class Resolver:
         self._along: dict[tuple[str, str], dict[tuple[str, str], list[str]]] = {}
         self._unguarded_along: dict[tuple[str, str], dict[tuple[str, str], list[str]]] = {}
         self._mentions: dict[tuple[tuple[str, str], str], bool] = {}
+        # string -> the pattern of a call with it as first argument (``passes_literal``)
+        self._first_arguments: dict[str, re.Pattern[bytes]] = {}
         # module -> its file's bytes, for the cheap tests before parsing (``mentions_any``)
         self._file_data: dict[tuple[str, str], bytes] = {}
         # source -> operator (``NS::OP``) -> the statements registering something for it, and
@@ -244,6 +246,28 @@ class Resolver:
                 h = self._mentions[k] = any(n in data for n in needles)
             found = found or h
         return found
+
+    def passes_literal(self, entry: ModuleEntry, literal: str) -> bool:
+        """Whether a module's file has a call whose first argument is the string ``literal``
+        (``register("bilinear"``, also on the next line or after a string prefix), as a
+        keyed registration needs: a stricter test than ``mentions`` before parsing the
+        module for one. timm mentions ``'bilinear'`` in 112 modules, mostly as a keyword's
+        value (``interpolation='bilinear'``) or in a dict, and ``str_to_interp_mode(
+        'bilinear')`` had each of them parsed; cached."""
+        key = (entry.key, f"\1{literal}")
+        hit = self._mentions.get(key)
+        if hit is None:
+            if not self.mentions(entry, literal):
+                hit = False
+            else:
+                pattern = self._first_arguments.get(literal)
+                if pattern is None:
+                    pattern = self._first_arguments[literal] = re.compile(
+                        rb"\(\s*(?:#[^\n]*\n\s*)*[rRuU]?(?:'''|\"\"\"|'|\")"
+                        + re.escape(literal.encode()) + rb"['\"]")
+                hit = pattern.search(self.file_data(entry)) is not None
+            self._mentions[key] = hit
+        return hit
 
     def file_data(self, entry: ModuleEntry) -> bytes:
         """The module's text as bytes (b"" where its file cannot be read), kept: a registry's

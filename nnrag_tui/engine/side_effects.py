@@ -386,7 +386,7 @@ class SideEffects:
         for mkey, chain in along.items():
             entry = self.index.entries[mkey]
             if mkey in self.b.modules or self.r.is_external(entry.module) or not (
-                    any(self.r.mentions(entry, literal) for literal in literals)
+                    any(self.r.passes_literal(entry, literal) for literal in literals)
                     or any(self.r.mentions(entry, c, quoted=False) for c in constants)):
                 continue
             ms = self.r.module_source(entry)
