@@ -251,8 +251,8 @@ class Resolver:
         """Whether a module's file has a call whose first argument is the string ``literal``
         (``register("bilinear"``, also on the next line or after a string prefix), as a
         keyed registration needs: a stricter test than ``mentions`` before parsing the
-        module for one. timm mentions ``'bilinear'`` in 112 modules, mostly as a keyword's
-        value (``interpolation='bilinear'``) or in a dict, and ``str_to_interp_mode(
+        module for one. 112 timm modules name ``'bilinear'`` or ``'bicubic'``, mostly as a
+        keyword's value (``interpolation='bilinear'``) or in a dict, and ``str_to_interp_mode(
         'bilinear')`` had each of them parsed; cached."""
         key = (entry.key, f"\1{literal}")
         hit = self._mentions.get(key)
