@@ -87,3 +87,22 @@ def test_a_module_whose_own_try_fails_on_every_branch_goes_inside_the_guard(tmp_
                          capture_output=True, text=True, cwd=tmp_path, check=False)
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip() == "True"
+
+
+def test_a_block_left_empty_is_found_in_handlers_and_cases_not_in_expressions():
+    """The statements that become ``pass`` when nothing is left of them: the only one of a
+    ``try``'s body, of an ``except`` handler and of a ``case``; a lambda in a statement holds
+    no block of statements."""
+    import ast
+
+    from nnrag_tui.engine.rewrite import _alone_in_block
+
+    tree = ast.parse("try:\n    import a\nexcept ImportError:\n    import b\n"
+                     "match x:\n    case 1:\n        y = f(lambda: 0)\n    case _:\n"
+                     "        import c\n        import d\n")
+    tried, matched = tree.body
+    lone = {id(tried.body[0]), id(tried.handlers[0].body[0]), id(matched.cases[0].body[0])}
+    assert _alone_in_block(tree, lambda st, module_level: False) == lone
+    # a block whose every statement leaves nothing: its first statement
+    assert _alone_in_block(tree, lambda st, module_level: isinstance(st, ast.Import)) == \
+        lone | {id(matched.cases[1].body[0])}

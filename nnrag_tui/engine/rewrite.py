@@ -208,6 +208,9 @@ def _run_before_reads(ed: _Edits, runs: dict[int, tuple[str, ...]]) -> None:
                     "upstream's module `__getattr__` imports as the line reads a name from it")
 
 
+_HOLDS_BLOCKS = (ast.stmt, ast.excepthandler, ast.match_case)
+
+
 def _alone_in_block(tree: ast.AST, leaves_nothing) -> set[int]:
     """Ids of the statements that must become ``pass`` when nothing is left of them: the only
     statement of its block, or the first of a block whose every statement is an import that
@@ -227,7 +230,9 @@ def _alone_in_block(tree: ast.AST, leaves_nothing) -> set[int]:
                 continue
             if len(body) == 1 or all(leaves_nothing(s, inner) for s in body):
                 out.add(id(body[0]))
-        todo += [(child, inner) for child in ast.iter_child_nodes(node)]
+        # blocks are in statements, handlers and cases only, never in an expression
+        todo += [(child, inner) for child in ast.iter_child_nodes(node)
+                 if isinstance(child, _HOLDS_BLOCKS)]
     return out
 
 
