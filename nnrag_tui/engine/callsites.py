@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Container
 
+from nnrag_tui.engine import treewalk
 from nnrag_tui.engine.parse import dotted
 
 if TYPE_CHECKING:
@@ -179,10 +180,10 @@ class CallSites:
             body = node.body if isinstance(node.body, list) else [node.body]
             inside = {id(b) for b in body}
             inner = local | _bound_in(node)
-            for child in ast.iter_child_nodes(node):  # decorators, defaults, bases: outside
+            for child in treewalk.children(node):  # decorators, defaults, bases: outside
                 cls._collect(child, inner if id(child) in inside else local, out)
             return
-        for child in ast.iter_child_nodes(node):
+        for child in treewalk.children(node):
             cls._collect(child, local, out)
 
     def _names_usable(self, entry: ModuleEntry, home: ModuleEntry, usable: frozenset[str],
@@ -279,7 +280,7 @@ class CallSites:
         if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) \
                 and node.value.id in usable and CallSites._text(node.slice, usable) is None:
             return f"next(iter({node.value.id}.values()))"
-        for n in ast.walk(node):
+        for n in treewalk.walk(node):
             if isinstance(n, (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp,
                               ast.GeneratorExp, ast.NamedExpr, ast.Await, ast.Yield,
                               ast.YieldFrom)):
@@ -318,7 +319,7 @@ def _bound_in(scope: ast.AST) -> frozenset[str]:
                 names.add(arg.arg)
     body = scope.body if isinstance(scope.body, list) else [scope.body]  # type: ignore
     for st in body:
-        for n in ast.walk(st):
+        for n in treewalk.walk(st):
             if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load):
                 names.add(n.id)
             elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):

@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 import builtins
 
+from nnrag_tui.engine import treewalk
 from nnrag_tui.engine.parse import dotted, is_dotted_name
 
 
@@ -30,7 +31,7 @@ def type_keys(node: ast.AST) -> set[str]:
     included."""
     out: set[str] = set()
     computed = False
-    for sub in ast.walk(node):
+    for sub in treewalk.walk(node):
         values: list[ast.expr] = []
         if isinstance(sub, ast.Call) and (
                 isinstance(sub.func, ast.Name) and sub.func.id == "dict"
@@ -51,7 +52,7 @@ def type_keys(node: ast.AST) -> set[str]:
             elif not (isinstance(v, ast.Name) and hasattr(builtins, v.id)):  # ``type=int``
                 computed = True
     if computed:
-        out |= {c.value for c in ast.walk(node) if isinstance(c, ast.Constant)
+        out |= {c.value for c in treewalk.walk(node) if isinstance(c, ast.Constant)
                 and isinstance(c.value, str) and is_dotted_name(c.value)}
     return out
 
@@ -110,7 +111,7 @@ def registrations(node: ast.stmt) -> list[tuple[str, str]]:
         return out
     # a loop variable -> the names of the literal list it runs over
     loops = {n.target.id: [c.rpartition(".")[2] for c in chains]
-             for n in ast.walk(node)
+             for n in treewalk.walk(node)
              if isinstance(n, ast.For) and isinstance(n.target, ast.Name)
              and isinstance(n.iter, (ast.List, ast.Tuple))
              and None not in (chains := [dotted(e) for e in n.iter.elts])}
@@ -128,5 +129,5 @@ def registrations(node: ast.stmt) -> list[tuple[str, str]]:
                 keys = loops[chain] if chain in loops else \
                     [chain.rpartition(".")[2]] if chain else []
             out += [(found[0], k) for k in keys]
-        todo.extend(ast.iter_child_nodes(sub))
+        todo.extend(treewalk.children(sub))
     return out

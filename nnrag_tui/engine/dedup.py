@@ -48,6 +48,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from nnrag_tui.engine import treewalk
 from nnrag_tui.engine.errors import NnragError
 from nnrag_tui.engine.lines import source_lines
 
@@ -199,7 +200,7 @@ def _canonical_tree(text: str, prefixes: Sequence[str]
     if renames:
         for d in defs:
             d.name = renames.get(d.name, d.name)
-        for node in ast.walk(tree):
+        for node in treewalk.walk(tree):
             if isinstance(node, ast.Name) and node.id in renames:
                 node.id = renames[node.id]
     return tree, renames, docs
@@ -653,7 +654,7 @@ def _walk_segment(seg: str, bound_names: frozenset[str], renames: dict[str, str]
                     for c in st.body:
                         if isinstance(c, ast.ClassDef):
                             c.name = renames.get(c.name, c.name)
-            for node in ast.walk(st):
+            for node in treewalk.walk(st):
                 if isinstance(node, ast.Name) and node.id in renames:
                     node.id = renames[node.id]
     walker = _Walk(bound_names)

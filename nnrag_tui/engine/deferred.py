@@ -64,6 +64,7 @@ import symtable
 import textwrap
 from dataclasses import dataclass, field
 
+from nnrag_tui.engine import treewalk
 from nnrag_tui.engine.closure import Closure, NodeId
 from nnrag_tui.engine.lines import source_lines
 from nnrag_tui.engine.modsource import ModuleSource
@@ -372,7 +373,7 @@ def _under(closure: Closure, node: NodeId, line: int, kind) -> bool:
 def _part_spans(node: ast.stmt, kind) -> tuple[tuple[int, int], ...]:
     """The lines of the parts ``kind`` gives of the nodes of a statement."""
     return tuple((part.lineno, part.end_lineno or part.lineno)
-                 for sub in ast.walk(node) for part in kind(sub))
+                 for sub in treewalk.walk(node) for part in kind(sub))
 
 
 def _reaches(edges: dict, start, goal) -> bool:
@@ -535,7 +536,7 @@ def unannotated(text: str) -> str:
         if isinstance(node, ast.AnnAssign) and node.simple and node.value is not None:
             spans.append((node.target.end_lineno, node.target.end_col_offset,
                           node.value.lineno, node.value.col_offset))
-        todo.extend(ast.iter_child_nodes(node))
+        todo.extend(treewalk.children(node))
     if not spans:
         return text
     lines = [line.encode("utf-8") for line in source_lines(text, keepends=True)]

@@ -20,6 +20,8 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
+from nnrag_tui.engine import treewalk
+
 _IMPORTERS = frozenset({"import_module", "__import__"})
 
 
@@ -41,14 +43,14 @@ def _importer(call: ast.Call) -> bool:
 def computed_imports(node: ast.AST) -> list[ast.Call]:
     """The calls of ``importlib.import_module`` / ``__import__`` in ``node`` whose module name
     is computed (not one string)."""
-    return [n for n in ast.walk(node) if isinstance(n, ast.Call) and _importer(n)]
+    return [n for n in treewalk.walk(node) if isinstance(n, ast.Call) and _importer(n)]
 
 
 def _skips_private(node: ast.AST) -> bool:
     return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
                and n.func.attr == "startswith" and len(n.args) == 1
                and isinstance(n.args[0], ast.Constant) and n.args[0].value == "_"
-               for n in ast.walk(node))
+               for n in treewalk.walk(node))
 
 
 def _own_package(module: str, is_package: bool) -> str:
@@ -107,7 +109,7 @@ def helper_calls(node: ast.stmt, packages: frozenset[str]) -> list[tuple[str, st
     package's name as a string (``import_models(models_dir, "fairseq.models")``): a helper
     that may import that package's modules, as ``helper_skips_private`` tells."""
     out = []
-    for n in ast.walk(node):
+    for n in treewalk.walk(node):
         if isinstance(n, ast.Call) and isinstance(n.func, ast.Name):
             for a in [*n.args, *(k.value for k in n.keywords)]:
                 if isinstance(a, ast.Constant) and a.value in packages:

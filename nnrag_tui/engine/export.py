@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from nnrag_tui.engine import treewalk
 from nnrag_tui.engine.errors import NnragError
 from nnrag_tui.engine.modsource import ModuleSource
 from nnrag_tui.engine.parse import module_name, resolve_relative
@@ -130,7 +131,7 @@ class _Fingerprints:
         own: dict[str, str] = {}
         deps: dict[str, str] = {}
         dep_fps: list[str] = []
-        for n in ast.walk(node):
+        for n in treewalk.walk(node):
             names = _names_in(n)
             for ident, setter in names:
                 if ident in st.binds:  # defined here (and maybe used here: recursion)
@@ -184,7 +185,7 @@ def _item_setter(items: list[str], i: int) -> Setter:
 
 
 def _strip_docstrings(node: ast.AST) -> None:
-    for sub in ast.walk(node):
+    for sub in treewalk.walk(node):
         if isinstance(sub, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
             body = sub.body
             if body and isinstance(body[0], ast.Expr) and isinstance(
@@ -199,7 +200,7 @@ def _skeleton(st) -> str:
     while stack and len(out) < 2000:
         n = stack.pop()
         out.append(type(n).__name__)
-        children = list(ast.iter_child_nodes(n))
+        children = list(treewalk.children(n))
         if isinstance(n, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and n.body \
                 and _is_docstring(n.body[0]):
             children = [c for c in children if c is not n.body[0]]
@@ -483,7 +484,7 @@ def _immutable(node: ast.stmt) -> bool:
         return False
     return all(isinstance(n, (ast.Constant, ast.Name, ast.Attribute, ast.Tuple, ast.BinOp,
                               ast.UnaryOp, ast.Load, ast.operator, ast.unaryop))
-               for n in ast.walk(value))
+               for n in treewalk.walk(value))
 
 
 def _is_all(node: ast.stmt) -> bool:

@@ -14,6 +14,8 @@ import os
 import re
 from collections.abc import Iterable
 
+from nnrag_tui.engine import treewalk
+
 _DOTTED = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)+")
 
 
@@ -45,7 +47,7 @@ def declared_extensions(roots: Iterable[str]) -> frozenset[str]:
                 tree = ast.parse(f.read())
         except (OSError, SyntaxError, ValueError):
             continue
-        out.update(n.value for n in ast.walk(tree) if isinstance(n, ast.Constant)
+        out.update(n.value for n in treewalk.walk(tree) if isinstance(n, ast.Constant)
                    and isinstance(n.value, str) and _DOTTED.fullmatch(n.value))
     return frozenset(out)
 

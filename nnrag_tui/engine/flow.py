@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import ast
 
+from nnrag_tui.engine import treewalk
+
 _COMPS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 
 
@@ -70,7 +72,7 @@ class _Flow:
             self.read(expr.value, bound, local)
             return
         if isinstance(expr, _COMPS):
-            inner = local | {n.id for g in expr.generators for n in ast.walk(g.target)
+            inner = local | {n.id for g in expr.generators for n in treewalk.walk(g.target)
                              if isinstance(n, ast.Name)}
             for i, g in enumerate(expr.generators):
                 self.read(g.iter, bound, local if i == 0 else inner)
@@ -79,7 +81,7 @@ class _Flow:
             for part in ("elt", "key", "value"):
                 self.read(getattr(expr, part, None), bound, inner)
             return
-        for child in ast.iter_child_nodes(expr):
+        for child in treewalk.children(expr):
             self.read(child, bound, local)
 
     def later(self, node: ast.AST) -> None:
@@ -87,12 +89,12 @@ class _Flow:
         another statement's binding."""
         if not self.track_reads:
             return
-        self.unsatisfied.update(n.id for n in ast.walk(node)
+        self.unsatisfied.update(n.id for n in treewalk.walk(node)
                                 if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load))
 
     def bind_target(self, target: ast.AST, bound: frozenset[str]) -> frozenset[str]:
         names = set()
-        for n in ast.walk(target):
+        for n in treewalk.walk(target):
             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
                 names.add(n.id)
             elif isinstance(n, (ast.Attribute, ast.Subscript)):
@@ -146,7 +148,7 @@ class _Flow:
             self.read(st.value, bound)
             return self.bind_target(st.target, bound)
         if isinstance(st, ast.Delete):
-            gone = {n.id for t in st.targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+            gone = {n.id for t in st.targets for n in treewalk.walk(t) if isinstance(n, ast.Name)}
             for t in st.targets:
                 self.bind_target(t, bound)
             return bound - gone
@@ -187,6 +189,6 @@ class _Flow:
         if isinstance(st, ast.Match):
             self.later(st)  # patterns bind in ways not tracked here: never satisfied
             return bound
-        for child in ast.iter_child_nodes(st):  # Expr, Return, Raise, Assert, ...
+        for child in treewalk.children(st):  # Expr, Return, Raise, Assert, ...
             self.read(child, bound)
         return bound

@@ -35,7 +35,10 @@ from __future__ import annotations
 import ast
 from collections.abc import Callable
 
-from nnrag_tui.engine import parse  # (a module: parse imports this one)
+from nnrag_tui.engine import (
+    parse,  # (a module: parse imports this one)
+    treewalk,
+)
 from nnrag_tui.engine.facts import GETATTR, Guard, ImportRecord
 from nnrag_tui.engine.lazyeval import Run, tables
 
@@ -163,7 +166,7 @@ def _bound_otherwise(body: list[ast.stmt]) -> set[str]:
             names.update(a.asname or a.name.split(".")[0] for a in node.names)
         elif isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
             names.add(node.id)
-        todo.extend(ast.iter_child_nodes(node))
+        todo.extend(treewalk.children(node))
     return names
 
 
@@ -220,4 +223,5 @@ def _site(stack: list[ast.stmt], lines: list[str]) -> int | None:
 
 
 def _reads(node: ast.AST, chain: str) -> bool:
-    return any(isinstance(n, ast.Attribute) and parse.dotted(n) == chain for n in ast.walk(node))
+    return any(isinstance(n, ast.Attribute) and parse.dotted(n) == chain
+               for n in treewalk.walk(node))

@@ -29,6 +29,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
+from nnrag_tui.engine import treewalk
 from nnrag_tui.engine.facts import Guard, ImportRecord
 
 
@@ -94,7 +95,7 @@ def _changed(body: list[ast.stmt]) -> set[str]:
             names.add(n.func.value.id)
         elif isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name):
             names.add(n.target.id)
-        todo.extend(ast.iter_child_nodes(n))
+        todo.extend(treewalk.children(n))
     return names
 
 
@@ -148,7 +149,7 @@ class Run:
         reads, and the strings of the literal collections it tests its parameter's membership
         in, in the order they appear."""
         out: dict[str, None] = {}
-        for n in ast.walk(self.func):
+        for n in treewalk.walk(self.func):
             if isinstance(n, ast.Name) and n.id in self.tables:
                 out.update(dict.fromkeys(self.tables[n.id]))
             elif isinstance(n, ast.Compare) and isinstance(n.left, ast.Name) and \
@@ -358,7 +359,7 @@ def _imported(name: str, package: object) -> str:
 def _imports(stmts: list[ast.stmt]) -> bool:
     return any(isinstance(n, (ast.Import, ast.ImportFrom)) or (
         isinstance(n, ast.Call) and _callee(n.func) in _IMPORT_MODULE)
-        for st in stmts for n in ast.walk(st))
+        for st in stmts for n in treewalk.walk(st))
 
 
 def _caches(target: ast.expr) -> bool:

@@ -30,6 +30,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Callable
 
+from nnrag_tui.engine import treewalk
 from nnrag_tui.engine.nodecache import per_node
 from nnrag_tui.engine.parse import dotted
 
@@ -45,8 +46,8 @@ def parents_of(node: ast.AST) -> dict[ast.AST, ast.AST]:
     parents = getattr(node, "_nnrag_parents", None)
     if parents is None:
         parents = {}
-        for parent in ast.walk(node):
-            for child in ast.iter_child_nodes(parent):
+        for parent in treewalk.nodes(node):
+            for child in treewalk.children(parent):
                 parents[child] = parent
         node._nnrag_parents = parents  # type: ignore[attr-defined]
     return parents
@@ -62,7 +63,7 @@ def _spelled(node: ast.AST) -> dict[str, list[ast.AST]]:
     """The plain names and dotted chains below ``node``, a statement, -> the nodes spelling
     them (a name or chain itself would be among its own values: kept forever)."""
     index: dict[str, list[ast.AST]] = {}
-    for n in ast.walk(node):
+    for n in treewalk.nodes(node):
         key = n.id if isinstance(n, ast.Name) else dotted(n) \
             if isinstance(n, ast.Attribute) else None
         if key is not None:
@@ -106,7 +107,7 @@ def fills_only(fn: ast.FunctionDef | ast.AsyncFunctionDef, param: str) -> bool:
     params = [p.arg for p in (*fn.args.posonlyargs, *fn.args.args)]
     at = params.index(param) if param in params else None
     parents = parents_of(fn)
-    for use in ast.walk(fn):
+    for use in treewalk.walk(fn):
         if not (isinstance(use, ast.Name) and use.id == param
                 and isinstance(use.ctx, ast.Load)):
             continue
@@ -160,7 +161,7 @@ def runs_at_load_only(node: ast.AST, is_use: Callable[[ast.AST], bool]) -> bool:
             stack.extend((d, later) for d in (*n.args.defaults, *n.args.kw_defaults) if d)
             stack.append((n.body, True))
         else:
-            stack.extend((c, later) for c in ast.iter_child_nodes(n))
+            stack.extend((c, later) for c in treewalk.children(n))
     return True
 
 
@@ -168,12 +169,12 @@ def only_called(node: ast.AST, is_use: Callable[[ast.AST], bool]) -> bool:
     """Whether every expression ``is_use`` picks in ``node`` is called there or is a decorator:
     none is handed on (``reg = register_model``), where a call later could not be seen."""
     called = set()
-    for n in ast.walk(node):
+    for n in treewalk.walk(node):
         if isinstance(n, ast.Call):
             called.add(id(n.func))
         if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             called.update(id(d) for d in n.decorator_list)
-    return all(id(n) in called for n in ast.walk(node) if is_use(n))
+    return all(id(n) in called for n in treewalk.walk(node) if is_use(n))
 
 
 def _membership(use: ast.expr, parents: dict[ast.AST, ast.AST]) -> bool:
@@ -201,7 +202,7 @@ def _own_store(use: ast.expr, parents: dict[ast.AST, ast.AST]) -> bool:
     if fn is None:
         return False
     if any(isinstance(n, ast.Name) and n.id == value and not isinstance(n.ctx, ast.Load)
-           for n in ast.walk(fn)):
+           for n in treewalk.walk(fn)):
         return False  # (``cls = cls.__name__`` first: a string, which a test by name finds)
     params = [*fn.args.posonlyargs, *fn.args.args]
     if params and params[0].arg == value:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, TypeVar
 
-from nnrag_tui.engine import scopes
+from nnrag_tui.engine import scopes, treewalk
 from nnrag_tui.engine.flow import reads_after_own_binding
 from nnrag_tui.engine.lines import source_lines
 from nnrag_tui.engine.modulefiles import literals
@@ -346,7 +346,7 @@ class ModuleSource:
     def _subclasses_listed(self, st: TopStmt) -> dict[str, set[str]]:
         if "__subclasses__" not in self.stmt_text(st):
             return {}
-        read = {a.value.id for a in ast.walk(st.node)
+        read = {a.value.id for a in treewalk.walk(st.node)
                 if isinstance(a, ast.Attribute) and a.attr == "__subclasses__"
                 and isinstance(a.value, ast.Name)}
         classes = {n: i for n, ix in self.binders.items() for i in ix
@@ -422,7 +422,7 @@ def named_with_module(node: ast.stmt) -> set[str]:
     """The names that strings passed beside ``__name__`` to a call in the statement start
     with: ``"_GAIN"``, and ``Binomial`` of ``"Binomial.approx_sample_thresh"``."""
     out: set[str] = set()
-    for call in ast.walk(node):
+    for call in treewalk.walk(node):
         if not isinstance(call, ast.Call):
             continue
         args = [*call.args, *(k.value for k in call.keywords)]
@@ -439,7 +439,7 @@ def evals_computed_name(node: ast.stmt) -> bool:
     it runs."""
     return any(isinstance(sub, ast.Call) and isinstance(sub.func, ast.Name)
                and sub.func.id == "eval" and len(sub.args) == 1 and not sub.keywords
-               and not isinstance(sub.args[0], ast.Constant) for sub in ast.walk(node))
+               and not isinstance(sub.args[0], ast.Constant) for sub in treewalk.walk(node))
 
 
 _GLOBALS_WRITES = frozenset({"update", "setdefault", "pop", "clear", "__setitem__",
@@ -452,8 +452,8 @@ def reads_globals(node: ast.stmt) -> bool:
     as opposed to only storing into it (``globals()[name] = fn``, ``globals().update(...)``)."""
     parents: dict[int, ast.AST] = {}
     calls: list[ast.Call] = []
-    for sub in ast.walk(node):
-        for child in ast.iter_child_nodes(sub):
+    for sub in treewalk.walk(node):
+        for child in treewalk.children(sub):
             parents[id(child)] = sub
         if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Name) and \
                 sub.func.id == "globals" and not sub.args and not sub.keywords:
@@ -479,7 +479,7 @@ def compute_uses(text: str, node: ast.stmt, lazy_annotations: bool = False,
     load, lazy, assigned_global = _load_and_lazy(text, node)
     annotations = _annotations(node, text, typing)
     if lazy_annotations and annotations:
-        in_annotations = {n.id for a in annotations for n in ast.walk(a)
+        in_annotations = {n.id for a in annotations for n in treewalk.walk(a)
                           if isinstance(n, ast.Name)}
         if in_annotations & load:
             moved = (in_annotations & load) - _without_annotations(text, node)
@@ -487,7 +487,7 @@ def compute_uses(text: str, node: ast.stmt, lazy_annotations: bool = False,
             lazy |= moved
     strings: set[str] = set()
     for expr in _parsed_strings(annotations):
-        strings |= {n.id for n in ast.walk(expr) if isinstance(n, ast.Name)}
+        strings |= {n.id for n in treewalk.walk(expr) if isinstance(n, ast.Name)}
     own = reads_after_own_binding(node) & load if _kind(node) == "compound" else frozenset()
     return StmtUses(load, lazy - load, assigned_global, strings, own)
 
@@ -501,7 +501,7 @@ def _without_annotations(text: str, node: ast.stmt) -> set[str]:
     annotation (Python 3.10 to 3.13 alike), and the class-body reads ``_load_and_lazy`` adds
     leave out those in annotations. (It unparsed a copy without them, 4.2 of tensordict's
     27.5 s profiled for its first block.)"""
-    in_annotations = {id(n) for a in _classes_and_annotations(node)[1] for n in ast.walk(a)}
+    in_annotations = {id(n) for a in _classes_and_annotations(node)[1] for n in treewalk.walk(a)}
     return _load_and_lazy(_NO_ANNOTATIONS + text, node, skip=in_annotations)[0]
 
 
@@ -534,7 +534,7 @@ def _load_and_lazy(text: str, node: ast.stmt, skip: Collection[int] = ()
                                      and child.get_name() not in COMPREHENSIONS))
                  for child in tab.get_children()]
     if "__class__" in load | lazy and not any(
-            isinstance(n, ast.Name) and n.id == "__class__" for n in ast.walk(node)):
+            isinstance(n, ast.Name) and n.id == "__class__" for n in treewalk.walk(node)):
         # CPython's compiler reads ``__class__`` for every function that names ``super``;
         # outside a class nothing binds it, and ``super(type(m), m)`` never reads it (orb's
         # ``load_forcefield_state_dict``): no module-level name to look for
@@ -618,7 +618,7 @@ def typing_subscript_strings(node: ast.AST, typing: TypingNames) -> list[ast.Con
     ``CalibrationInputType``) names a type that pyflakes, and ``typing.get_type_hints``, look
     up in the module. (Those in annotations are the annotations'.)"""
     found: dict[int, ast.Constant] = {}
-    for sub in ast.walk(node):
+    for sub in treewalk.nodes(node):
         if isinstance(sub, ast.Subscript) and typing.is_member(sub.value):
             found.update((id(c), c) for c in annotation_strings(sub))
     return list(found.values())
@@ -667,7 +667,7 @@ def typing_strings(node: ast.AST, typing: TypingNames = NO_MODULE) -> list[ast.C
     annotations: botorch's module-level ``TFullyBayesianSingleTaskGP`` names a class its module
     defines further down, tianshou's class body ``TypeVar(..., bound="np.ndarray |
     ActBatchProtocol")`` a protocol nothing else names."""
-    return [c for sub in ast.walk(node) if isinstance(sub, ast.Call)
+    return [c for sub in treewalk.nodes(node) if isinstance(sub, ast.Call)
             for c in typing_call_strings(sub, typing)]
 
 
@@ -752,7 +752,7 @@ def _class_scope_loads(node: ast.AST):
     elif isinstance(node, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
         parts = [node.generators[0].iter]
     else:
-        parts = list(ast.iter_child_nodes(node))
+        parts = list(treewalk.children(node))
     for p in parts:
         yield from _class_scope_loads(p)
 
@@ -805,7 +805,7 @@ def evaluates_annotations(node: ast.stmt) -> bool:
             in_function = False
         elif isinstance(n, ast.AnnAssign) and not in_function:
             return True
-        stack.extend((c, in_function) for c in ast.iter_child_nodes(n))
+        stack.extend((c, in_function) for c in treewalk.children(n))
     return False
 
 
@@ -831,7 +831,7 @@ def annotation_strings(ann: ast.expr):
             continue
         if isinstance(n, ast.Constant) and isinstance(n.value, str):
             yield n
-        stack.extend(ast.iter_child_nodes(n))
+        stack.extend(treewalk.children(n))
 
 
 def _dotted(node: ast.AST) -> str | None:
@@ -853,7 +853,7 @@ def all_chains(node: ast.stmt, root: str, strings: list[ast.expr] | None = None)
     if strings is None:
         strings = list(string_annotation_exprs(node))
     for tree in (node, *strings):
-        for sub in ast.walk(tree):
+        for sub in treewalk.nodes(tree):
             if isinstance(sub, ast.Attribute):
                 d = _dotted(sub)
                 if d and d.split(".", 1)[0] == root:
@@ -877,7 +877,7 @@ def literal_calls(node: ast.AST):
     """(callee as written, its first argument) of every call in ``node`` whose callee is a
     name or an attribute chain and whose first argument is a string literal:
     ``pyro.settings.get("validate_poutine")`` (engine.imported_along)."""
-    for sub in ast.walk(node):
+    for sub in treewalk.nodes(node):
         if isinstance(sub, ast.Call) and sub.args and isinstance(sub.args[0], ast.Constant) \
                 and isinstance(sub.args[0].value, str):
             callee = _dotted(sub.func)
@@ -890,7 +890,7 @@ def constant_calls(node: ast.AST):
     keyword argument, is a name: ludwig's ``@register_preprocessor(BAG)`` and
     ``PreprocessingDataclassField(feature_type=BAG)``, where ``BAG = "bag"`` is a constant of
     ``ludwig.constants`` (engine.imported_along)."""
-    for sub in ast.walk(node):
+    for sub in treewalk.nodes(node):
         if not isinstance(sub, ast.Call):
             continue
         first = sub.args[0] if sub.args else (
@@ -913,9 +913,9 @@ def dotted_reads(node: ast.stmt) -> DottedReads:
     reads: dict[str, list[int]] = {}
     holders: dict[int, list[str]] = {}
     patterns: set[int] = set()  # nodes inside value patterns (walked before their nodes)
-    for sub in ast.walk(node):
+    for sub in treewalk.nodes(node):
         if isinstance(sub, ast.MatchValue):
-            patterns.update(id(n) for n in ast.walk(sub.value))
+            patterns.update(id(n) for n in treewalk.walk(sub.value))
             continue
         if not isinstance(sub, (ast.Name, ast.Attribute)):
             continue
@@ -997,7 +997,7 @@ def registered_values(node: ast.stmt) -> frozenset[str]:
     (graphgym's ``if cfg is not None: register_act('relu', relu)``, whose test is no value). A
     name that is also part of the key is not one."""
     def names(exprs) -> set[str]:
-        return {n.id for e in exprs for n in ast.walk(e) if isinstance(n, ast.Name)}
+        return {n.id for e in exprs for n in treewalk.walk(e) if isinstance(n, ast.Name)}
 
     if isinstance(node, ast.If):
         inner = set().union(*(registered_values(s) for s in [*node.body, *node.orelse]))
@@ -1031,8 +1031,8 @@ def container_access(node: ast.stmt) -> tuple[frozenset[str], frozenset[str]]:
     said so where it is used."""
     parents: dict[ast.AST, ast.AST] = {}
     names: list[ast.Name] = []
-    for sub in ast.walk(node):
-        for child in ast.iter_child_nodes(sub):
+    for sub in treewalk.nodes(node):
+        for child in treewalk.children(sub):
             parents[child] = sub
         if isinstance(sub, ast.Name):
             names.append(sub)
@@ -1077,7 +1077,7 @@ def _nested_imports(stmt: ast.stmt):
 def _imports_below(node: ast.AST, scope: str | None, holder: ast.AST | None):
     """``_nested_imports`` below ``node``, whose innermost scope is ``scope`` (``"class"``,
     ``"function"`` or None for the module), held by ``holder``."""
-    for child in ast.iter_child_nodes(node):
+    for child in treewalk.children(node):
         if isinstance(child, (ast.Import, ast.ImportFrom)):
             if scope is not None:
                 yield child, scope == "class", holder
@@ -1113,7 +1113,7 @@ def demangled(name: str, node: ast.stmt) -> tuple[str, str] | None:
     the name symtable reports."""
     if not name.startswith("_") or "__" not in name[1:]:
         return None
-    for sub in ast.walk(node):
+    for sub in treewalk.walk(node):
         if isinstance(sub, ast.ClassDef) and sub.name.strip("_"):
             prefix = "_" + sub.name.lstrip("_")
             if name.startswith(prefix + "__") and len(name) > len(prefix) + 2:
@@ -1125,12 +1125,13 @@ def first_read_line(node: ast.stmt, name: str) -> int | None:
     """The first line of ``node`` that reads ``name`` (a dotted ``apkg.Made`` as that chain,
     else by its first part), for a report of where an unresolved name occurs; None where it is
     read only inside a string annotation."""
-    chains = [sub.lineno for sub in ast.walk(node)
+    chains = [sub.lineno for sub in treewalk.nodes(node)
               if isinstance(sub, ast.Attribute) and _dotted(sub) == name] if "." in name else []
     if chains:
         return min(chains)
     root = name.partition(".")[0]
-    names = [sub.lineno for sub in ast.walk(node) if isinstance(sub, ast.Name) and sub.id == root]
+    names = [sub.lineno for sub in treewalk.nodes(node)
+             if isinstance(sub, ast.Name) and sub.id == root]
     return min(names) if names else None
 
 
@@ -1166,7 +1167,7 @@ def _scope_bindings(scope: ast.AST) -> dict[str, list[tuple[ast.AST | None, tupl
         if id(sub) in skip:
             continue
         if isinstance(sub, ast.comprehension):  # its targets are the comprehension's own
-            skip.update(id(n) for n in ast.walk(sub.target))
+            skip.update(id(n) for n in treewalk.walk(sub.target))
         elif isinstance(sub, (ast.Import, ast.ImportFrom)):
             for a in sub.names:
                 name = a.asname or (a.name.split(".")[0] if isinstance(sub, ast.Import)
@@ -1238,7 +1239,7 @@ def _global_rebinding_calls(tree: ast.Module) -> tuple[dict[int, set[str]],
     for i, node in enumerate(tree.body):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) or (
                 isinstance(node, ast.If) and "__name__" in {
-                    n.id for n in ast.walk(node.test) if isinstance(n, ast.Name)}):
+                    n.id for n in treewalk.walk(node.test) if isinstance(n, ast.Name)}):
             continue  # (a definition's decorators could call one too; none seen)
         for sub in _own_scope(node):
             if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Name):
@@ -1250,13 +1251,13 @@ def _global_rebinding_calls(tree: ast.Module) -> tuple[dict[int, set[str]],
 def _own_scope(node: ast.AST):
     """The nodes under ``node`` that run in its own scope: not inside a nested function,
     lambda or class body (their decorators, defaults and bases are left out too)."""
-    stack = list(ast.iter_child_nodes(node))
+    stack = list(treewalk.children(node))
     while stack:
         sub = stack.pop()
         yield sub
         if not isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda,
                                 ast.ClassDef)):
-            stack.extend(ast.iter_child_nodes(sub))
+            stack.extend(treewalk.children(sub))
 
 
 def _bound_names(node: ast.stmt) -> list[str]:
@@ -1272,7 +1273,7 @@ def _bindings(node: ast.stmt) -> list[tuple[str, bool]]:
 
 
 def _target_bindings(t: ast.AST, out: list[tuple[str, bool]]) -> None:
-    for n in ast.walk(t):
+    for n in treewalk.walk(t):
         if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)):
             out.append((n.id, False))
 
@@ -1315,6 +1316,6 @@ def _statement_bindings(st: ast.stmt, out: list[tuple[str, bool]]) -> None:
                 _statement_bindings(s, out)
     elif isinstance(st, ast.Expr):
         # the walrus binds in the module scope
-        for n in ast.walk(st):
+        for n in treewalk.walk(st):
             if isinstance(n, ast.NamedExpr) and isinstance(n.target, ast.Name):
                 out.append((n.target.id, False))

@@ -15,6 +15,7 @@ import os
 import re
 from pathlib import Path
 
+from nnrag_tui.engine import treewalk
 from nnrag_tui.engine.nodecache import per_node
 
 MAX_DEPTH = 3  # directories below the module's own that are searched
@@ -34,7 +35,7 @@ def is_plain_relative(rel: str) -> bool:
 
 @per_node
 def uses_module_file(node: ast.AST) -> bool:
-    return any(isinstance(n, ast.Name) and n.id == "__file__" for n in ast.walk(node))
+    return any(isinstance(n, ast.Name) and n.id == "__file__" for n in treewalk.walk(node))
 
 
 class ModuleFiles:
@@ -182,7 +183,7 @@ def listed(files: list[tuple[str, str]]) -> str:
 @per_node
 def literals(node: ast.AST) -> frozenset[str]:
     """The short one-line string constants of a statement, as relative paths."""
-    out = {c.value.strip("/").replace("\\", "/") for c in ast.walk(node)
+    out = {c.value.strip("/").replace("\\", "/") for c in treewalk.nodes(node)
            if isinstance(c, ast.Constant) and isinstance(c.value, str)
            and 0 < len(c.value) <= 200 and "\n" not in c.value}
     out.discard("")

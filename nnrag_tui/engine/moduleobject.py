@@ -51,6 +51,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from nnrag_tui.engine import treewalk
 from nnrag_tui.engine.flow import definitely_bound
 from nnrag_tui.engine.modulefiles import MAX_SHOWN
 from nnrag_tui.engine.nodecache import per_node
@@ -111,7 +112,7 @@ def reads_computed_attr(stmt: ast.stmt, value: str) -> bool:
 @per_node
 def _computed_attr_objects(stmt: ast.AST) -> frozenset[str]:
     """What ``stmt`` calls ``getattr`` on with a computed name, as written."""
-    return frozenset(ast.unparse(node.args[0]) for node in ast.walk(stmt)
+    return frozenset(ast.unparse(node.args[0]) for node in treewalk.walk(stmt)
                      if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
                      and node.func.id == "getattr" and len(node.args) >= 2
                      and not isinstance(node.args[1], ast.Constant))
@@ -130,11 +131,11 @@ def attribute_reads(scope: ast.AST, name: str) -> frozenset[str] | None:
     v2 import functional as F`` inside ``Image.__new__``, then ``F.pil_to_tensor(data)``), where
     it uses ``name`` only so; None where it uses it otherwise too (torch_geometric's
     ``vars(aggr)``), or rebinds it."""
-    heads = {id(n.value): n.attr for n in ast.walk(scope)
+    heads = {id(n.value): n.attr for n in treewalk.walk(scope)
              if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)
              and n.value.id == name and isinstance(n.ctx, ast.Load)}
     out: set[str] = set()
-    for n in ast.walk(scope):
+    for n in treewalk.walk(scope):
         if isinstance(n, ast.Name) and n.id == name:
             if id(n) not in heads:
                 return None
@@ -166,7 +167,7 @@ def _calls_by_first_argument(stmt: ast.AST) -> dict[str, list[ast.Call]]:
     """The calls below ``stmt`` whose first argument is a plain name, by that name, in
     ``ast.walk``'s order."""
     out: dict[str, list[ast.Call]] = {}
-    for node in ast.walk(stmt):
+    for node in treewalk.walk(stmt):
         if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Name):
             out.setdefault(node.args[0].id, []).append(node)
     return out

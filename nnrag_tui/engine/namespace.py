@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import ast
 
+from nnrag_tui.engine import treewalk
+
 # calls that give the namespace of the module they run in, at module level
 NAMESPACE_CALLS = frozenset({"globals", "locals", "vars"})
 _WRITING_METHODS = frozenset({"update", "setdefault", "__setitem__"})
@@ -53,7 +55,7 @@ def _walk(node: ast.AST, skip: tuple[type, ...]):
     while stack:
         n = stack.pop()
         yield n
-        stack.extend(c for c in ast.iter_child_nodes(n) if not isinstance(c, skip))
+        stack.extend(c for c in treewalk.children(n) if not isinstance(c, skip))
 
 
 def _stores(n: ast.AST, calls: frozenset[str]) -> bool:

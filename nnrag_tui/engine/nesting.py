@@ -49,6 +49,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
+from nnrag_tui.engine import treewalk
 from nnrag_tui.engine.closure import ALWAYS_EXTERNAL, Closure, NodeId
 from nnrag_tui.engine.moduleobject import OBJECT_SUFFIX, is_object_key
 from nnrag_tui.engine.parse import is_type_checking
@@ -366,7 +367,7 @@ def _guard(closure: Closure, site: NodeId, line: int
         node = stack.pop()
         if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
             continue
-        stack.extend(ast.iter_child_nodes(node))
+        stack.extend(treewalk.children(node))
         if isinstance(node, ast.Try):
             kind, bodies = "try", [node.body]
         elif isinstance(node, ast.If) and not is_type_checking(node.test):

@@ -16,7 +16,10 @@ import stat
 import sys
 import warnings
 
-from nnrag_tui.engine import lazyattr  # (a module: it reads ``dotted`` from this one)
+from nnrag_tui.engine import (
+    lazyattr,  # (a module: it reads ``dotted`` from this one)
+    treewalk,
+)
 from nnrag_tui.engine.facts import NO_GUARD, Guard, ImportRecord, ModuleFacts, Symbol
 from nnrag_tui.engine.lines import source_lines
 from nnrag_tui.engine.namespace import namespace_writes
@@ -399,7 +402,7 @@ class _Gatherer:
         targets = st.targets if isinstance(st, ast.Assign) else [st.target]
         names: list[str] = []
         for t in targets:
-            for n in ast.walk(t):
+            for n in treewalk.walk(t):
                 # ``os.environ["X"] = ...`` and ``_REG[key] = ...`` bind neither os nor key
                 if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
                     names.append(n.id)
@@ -475,7 +478,7 @@ def size_variant_builds(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[str
     if len(a.defaults) < len(a.posonlyargs) + len(a.args) or None in a.kw_defaults:
         return ()
     out: dict[str, None] = {}
-    for node in ast.walk(fn):
+    for node in treewalk.walk(fn):
         if isinstance(node, ast.Call):
             name = dotted(node.func)
             sizes = sum(1 for k in node.keywords if k.arg and _literal_number(k.value))
@@ -502,7 +505,7 @@ def call_runs(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     if len(body) == 1 and isinstance(body[0], ast.Raise):
         return False
     return not any(isinstance(n, ast.Attribute) and n.attr in ("forward", "__call__")
-                   for n in ast.walk(fn))
+                   for n in treewalk.walk(fn))
 
 
 def _body_below_docstring(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.stmt]:

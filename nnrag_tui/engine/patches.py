@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import ast
 
+from nnrag_tui.engine import treewalk
 from nnrag_tui.engine.parse import dotted
 
 
@@ -96,7 +97,7 @@ def nested_method_call_roots(node: ast.stmt) -> frozenset[str] | None:
             if root is not None:
                 roots.add(root)
     if roots and any(isinstance(c, ast.Call) and (dotted(c.func) or "").rpartition(".")[2] in (
-            "import_module", "__import__") for c in ast.walk(node)):
+            "import_module", "__import__") for c in treewalk.walk(node)):
         return None
     return frozenset(roots) or None
 
@@ -114,7 +115,7 @@ def setattr_roots(node: ast.stmt) -> frozenset[str] | None:
                 and n.func.id in ("setattr", "delattr") and n.args \
                 and isinstance(n.args[0], ast.Name):
             roots.add(n.args[0].id)
-        stack.extend(c for c in ast.iter_child_nodes(n) if not isinstance(
+        stack.extend(c for c in treewalk.children(n) if not isinstance(
             c, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)))
     return frozenset(roots) or None
 
@@ -144,9 +145,9 @@ def reads_beyond_decorator_methods(node: ast.stmt, name: str) -> bool:
     (``decorator_method_roots``): ``Conv[Conv.CONV, 2]`` in a body reads the factory,
     ``@MODELS.register_module()`` on the block's own class only adds to it."""
     skip = {id(sub) for d in _decorator_methods(node)
-            for sub in ast.walk(d.func if isinstance(d, ast.Call) else d)}
+            for sub in treewalk.walk(d.func if isinstance(d, ast.Call) else d)}
     return any(isinstance(sub, ast.Name) and sub.id == name and isinstance(sub.ctx, ast.Load)
-               and id(sub) not in skip for sub in ast.walk(node))
+               and id(sub) not in skip for sub in treewalk.walk(node))
 
 
 def call_arguments(node: ast.stmt) -> tuple[str, dict[int | str, str]] | None:
@@ -191,7 +192,7 @@ def mutated_parameters(fn: ast.stmt) -> frozenset[int | str]:
     # a local bound to the module that defines a parameter, ``module =
     # sys.modules[C.__module__]``: pytorch3d's ``enable_get_default_args(C)`` stores a
     # dataclass of ``C``'s defaults there, which ``get_default_args(C)`` reads back
-    stands_for = {n.targets[0].id: p for n in ast.walk(fn)
+    stands_for = {n.targets[0].id: p for n in treewalk.nodes(fn)
                   if isinstance(n, ast.Assign) and len(n.targets) == 1
                   and isinstance(n.targets[0], ast.Name)
                   and (p := _module_of(n.value, names)) is not None}
@@ -201,7 +202,7 @@ def mutated_parameters(fn: ast.stmt) -> frozenset[int | str]:
         return stands_for.get(r, r) if r is not None else None
 
     changed: set[str] = set()
-    for n in ast.walk(fn):
+    for n in treewalk.nodes(fn):
         targets: list[ast.expr] = []
         if isinstance(n, ast.Assign):
             targets = n.targets

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from nnrag_tui import __version__
+from nnrag_tui.engine import treewalk
 
 FORMAT = 1
 STDLIB = frozenset(getattr(sys, "stdlib_module_names", ())) | {"__future__"}
@@ -238,7 +239,7 @@ def imported_modules(code: str) -> dict[str, list[str]]:
     standalone file; they are reported under the name ``.<module>``."""
     tree = ast.parse(code)
     found: dict[str, list[str]] = {}
-    for node in ast.walk(tree):
+    for node in treewalk.walk(tree):
         if isinstance(node, ast.Import):
             tops = [a.name.split(".")[0] for a in node.names]
         elif isinstance(node, ast.ImportFrom):

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ast
 
+from nnrag_tui.engine import treewalk
 from nnrag_tui.engine.nodecache import per_node
 from nnrag_tui.engine.parse import dotted
 
@@ -30,7 +31,7 @@ def _names(node: ast.AST) -> frozenset[str]:
     """The names ``node`` reads, and the dotted chains it reads through them
     (``registry.get``, a function reached through its module)."""
     out = set()
-    for n in ast.walk(node):
+    for n in treewalk.walk(node):
         if isinstance(n, ast.Name):
             out.add(n.id)
         elif isinstance(n, ast.Attribute):
@@ -42,7 +43,7 @@ def _names(node: ast.AST) -> frozenset[str]:
 
 @per_node
 def _self_attrs(node: ast.AST) -> frozenset[str]:
-    return frozenset(n.attr for n in ast.walk(node) if isinstance(n, ast.Attribute)
+    return frozenset(n.attr for n in treewalk.walk(node) if isinstance(n, ast.Attribute)
                      and isinstance(n.value, ast.Name) and n.value.id in ("self", "cls"))
 
 
@@ -178,7 +179,7 @@ def load_time_nodes(node: ast.stmt, annotations: bool = True):
         elif isinstance(n, ast.AnnAssign) and not annotations:
             todo += [x for x in (n.target, n.value) if x is not None]
         else:
-            todo.extend(ast.iter_child_nodes(n))
+            todo.extend(treewalk.children(n))
 
 
 def call_run(node: ast.stmt) -> tuple[frozenset[str], frozenset[str]]:
@@ -233,7 +234,7 @@ def _run_of(bodies: list[ast.AST]) -> tuple[set[str], set[str]]:
                 reads.add(chain)  # ``schema_utils.TypeSelection``; its prefixes come too
             elif isinstance(n, ast.Call) and (callee := _callee(n)) is not None:
                 calls.add(callee)
-            todo.extend(ast.iter_child_nodes(n))
+            todo.extend(treewalk.children(n))
         # a nested function runs where the body calls it or hands it on (``map(fn, xs)``),
         # not where it only returns it: tensordict's ``@_write_back_inplace`` returns its
         # ``wrapper``, whose body reads what the whole package defines, and taking that as

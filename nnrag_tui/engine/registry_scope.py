@@ -27,6 +27,7 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
+from nnrag_tui.engine import treewalk
 from nnrag_tui.engine.import_locations import call_of, callee, quoted
 from nnrag_tui.engine.lines import source_lines
 
@@ -108,7 +109,7 @@ def pinned(text: str, scope: str) -> tuple[str, list[str]]:
     row = (anchor.end_lineno or anchor.lineno) - 1
     data = lines[row].encode("utf-8")  # offsets are in bytes
     at = anchor.end_col_offset or 0
-    strings = [a for a in ast.walk(call)
+    strings = [a for a in treewalk.walk(call)
                if isinstance(a, ast.Constant) and isinstance(a.value, str)]
     arg = f"scope={quoted(scope, lines, strings[0]) if strings else repr(scope)}"
     insert = f", {arg}"

@@ -18,7 +18,7 @@ import re
 from dataclasses import replace
 from pathlib import Path
 
-from nnrag_tui.engine import scopes
+from nnrag_tui.engine import scopes, treewalk
 from nnrag_tui.engine.bindings import (
     ModuleEntry,
     ModuleIndex,
@@ -639,7 +639,7 @@ class _ClosureBuilder:
             st = self.modules[user[0]].stmts[user[1]]
             if st.kind in ("class", "function"):
                 continue
-            for a in ast.walk(st.node):
+            for a in treewalk.walk(st.node):
                 if isinstance(a, ast.Assign) and isinstance(a.value, ast.Name) and \
                         a.value.id == name:
                     aliases.update({("def", user[0], t.id): key[1] for t in a.targets

@@ -28,7 +28,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from nnrag_tui.engine import scopes
+from nnrag_tui.engine import scopes, treewalk
 from nnrag_tui.engine.lines import source_lines
 from nnrag_tui.engine.modsource import (
     NO_MODULE,
@@ -231,7 +231,7 @@ def _alone_in_block(tree: ast.AST, leaves_nothing) -> set[int]:
             if len(body) == 1 or all(leaves_nothing(s, inner) for s in body):
                 out.add(id(body[0]))
         # blocks are in statements, handlers and cases only, never in an expression
-        todo += [(child, inner) for child in ast.iter_child_nodes(node)
+        todo += [(child, inner) for child in treewalk.children(node)
                  if isinstance(child, _HOLDS_BLOCKS)]
     return out
 
@@ -427,11 +427,11 @@ class _Walker:
                 self.typing.is_member(node.value):
             # ``Inputs = Union[List[str], "Dataset"]``: its strings are annotations
             with self.annotation():
-                for child in ast.iter_child_nodes(node):
+                for child in treewalk.children(node):
                     self.visit(child, table)
             self.visit_typing_strings(annotation_strings(node), table)
             return
-        for child in ast.iter_child_nodes(node):
+        for child in treewalk.children(node):
             self.visit(child, table)
         if isinstance(node, ast.Call):
             self.visit_typing_strings(typing_call_strings(node, self.typing), table)
@@ -513,7 +513,7 @@ class _Walker:
         def shifted(n: ast.AST) -> tuple[int, int, int, int]:
             return (c.lineno, base + n.col_offset, c.lineno, base + (n.end_col_offset or 0))
 
-        for sub in ast.walk(expr):
+        for sub in treewalk.walk(expr):
             if isinstance(sub, ast.Attribute) and self.chains:
                 d = _dotted(sub)
                 if d is not None and d[0] in self.chains and scopes.reads_global(table, d[1].id):

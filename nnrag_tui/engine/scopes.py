@@ -14,6 +14,7 @@ import ast
 import functools
 import symtable
 
+from nnrag_tui.engine import treewalk
 from nnrag_tui.engine.parse import dotted
 
 
@@ -169,6 +170,6 @@ class _GlobalReads:
             if reads_global(table, self.root):
                 self.lines.append(node.lineno - self.offset)
         else:
-            for child in ast.iter_child_nodes(node):
+            for child in treewalk.children(node):
                 visit(child, table)
 

@@ -19,6 +19,7 @@ import ast
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from nnrag_tui.engine import treewalk
 from nnrag_tui.engine.bindings import ModuleEntry
 from nnrag_tui.engine.closure import BindKey, Dependency, ExternalImport, NodeId
 from nnrag_tui.engine.config_keys import registrations, split_scope, type_keys
@@ -67,7 +68,7 @@ def _first_parameter_callees(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> froz
     if not params:
         return frozenset()
     first = params[0].arg
-    return frozenset(c.func.id for c in ast.walk(fn)
+    return frozenset(c.func.id for c in treewalk.nodes(fn)
                      if isinstance(c, ast.Call) and isinstance(c.func, ast.Name)
                      and c.args and isinstance(c.args[0], ast.Name) and c.args[0].id == first)
 
@@ -1142,7 +1143,7 @@ class SideEffects:
             node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) else [node]
         out: set[str] = set()
         for expr in exprs:
-            for call in ast.walk(expr):
+            for call in treewalk.nodes(expr):
                 if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)
                         and isinstance(call.func.value, ast.Name)):
                     continue
@@ -1220,7 +1221,7 @@ class SideEffects:
         (engine.patches): graphgym's ``register_layer(key)`` returns ``register_base(
         layer_dict, key, module)``, whose ``mapping[key] = module`` fills ``layer_dict``."""
         out: set[str] = set()
-        for call in ast.walk(fn):
+        for call in treewalk.nodes(fn):
             if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name)):
                 continue
             handed = [(i, a.id) for i, a in enumerate(call.args) if isinstance(a, ast.Name)]
@@ -1276,7 +1277,7 @@ class SideEffects:
         if st.kind in ("class", "function"):
             called = list(st.node.decorator_list)  # type: ignore[attr-defined]
         else:
-            called = [c for c in ast.walk(st.node) if isinstance(c, ast.Call)]
+            called = [c for c in treewalk.walk(st.node) if isinstance(c, ast.Call)]
         out: list[BindKey] = []
         for deco in called:
             func = deco.func if isinstance(deco, ast.Call) else deco
@@ -1294,5 +1295,6 @@ class SideEffects:
         decorators can fill a registry, which spares the symtable of every skipped def."""
         if st.kind in ("class", "function"):
             decos = st.node.decorator_list  # type: ignore[attr-defined]
-            return sorted({n.id for d in decos for n in ast.walk(d) if isinstance(n, ast.Name)})
+            return sorted({n.id for d in decos for n in treewalk.walk(d)
+                           if isinstance(n, ast.Name)})
         return sorted(ms.uses(st).load)

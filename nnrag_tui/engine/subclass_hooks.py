@@ -18,6 +18,7 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
+from nnrag_tui.engine import treewalk
 from nnrag_tui.engine.bindings import ModuleEntry
 from nnrag_tui.engine.closure import BindKey
 from nnrag_tui.engine.modsource import ModuleSource, TopStmt, container_access
@@ -38,7 +39,7 @@ def _locals(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> frozenset[str]:
     """A function's parameters and the names it binds itself."""
     a = fn.args
     params = [*a.posonlyargs, *a.args, *a.kwonlyargs, *(x for x in (a.vararg, a.kwarg) if x)]
-    stored = {n.id for n in ast.walk(fn) if isinstance(n, ast.Name)
+    stored = {n.id for n in treewalk.walk(fn) if isinstance(n, ast.Name)
               and isinstance(n.ctx, ast.Store)}
     return frozenset(p.arg for p in params) | stored
 
@@ -48,7 +49,7 @@ def _class_names(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> frozenset[str]:
     parameter, and a local bound to a ``__new__`` call (``new = super().__new__(mcs, ...)``)."""
     params = [*fn.args.posonlyargs, *fn.args.args]
     out = {params[0].arg} if params else set()
-    for st in ast.walk(fn):
+    for st in treewalk.walk(fn):
         if isinstance(st, ast.Assign) and isinstance(st.value, ast.Call) and \
                 isinstance(st.value.func, ast.Attribute) and st.value.func.attr == "__new__":
             out.update(t.id for t in st.targets if isinstance(t, ast.Name))
@@ -113,7 +114,7 @@ class SubclassHooks:
                     params = [*fn.args.posonlyargs, *fn.args.args]
                     if params and any(isinstance(n, ast.Attribute) and n.attr in attrs
                                       and isinstance(n.value, ast.Name)
-                                      and n.value.id == params[0].arg for n in ast.walk(fn)):
+                                      and n.value.id == params[0].arg for n in treewalk.walk(fn)):
                         out.add(fn.name)
         return frozenset(out)
 
@@ -232,7 +233,7 @@ class SubclassHooks:
             key = self.r.binding_key(entry, ms, head)
             if key is not None:
                 out.append(key)
-        for call in ast.walk(fn):
+        for call in treewalk.walk(fn):
             if not isinstance(call, ast.Call):
                 continue
             key = self.r.binding_key(entry, ms, call.func.id) if isinstance(

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
+from nnrag_tui.engine import treewalk
 from nnrag_tui.engine.lines import source_lines
 
 CAUSES = (
@@ -381,7 +382,7 @@ def _defined_at_top(code: str, name: str) -> bool:
         tree = ast.parse(code)
     except (SyntaxError, ValueError, RecursionError):
         return False
-    for st in ast.walk(tree):
+    for st in treewalk.walk(tree):
         if isinstance(st, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) \
                 and st.name == name:
             return True

@@ -32,6 +32,7 @@ from __future__ import annotations
 import ast
 import re
 
+from nnrag_tui.engine import treewalk
 from nnrag_tui.engine.parse import dotted
 
 # torch.library's functions that define an operator, and those that register something for
@@ -61,7 +62,7 @@ def op_reads(node: ast.AST) -> frozenset[str]:
     """``NS::OP`` for each ``torch.ops.NS.OP`` chain read under ``node`` (torch's own
     namespaces left out)."""
     out: set[str] = set()
-    for sub in ast.walk(node):
+    for sub in treewalk.walk(node):
         if isinstance(sub, ast.Attribute) and isinstance(sub.value, ast.Attribute):
             chain = dotted(sub)
             if chain is None or not chain.startswith("torch.ops."):
@@ -111,7 +112,7 @@ def built_namespaces(node: ast.stmt) -> list[str]:
         sub = todo.pop()
         if isinstance(sub, _SCOPES):
             continue
-        todo.extend(ast.iter_child_nodes(sub))
+        todo.extend(treewalk.children(sub))
         if not isinstance(sub, ast.Call):
             continue
         name = dotted(sub.func)

@@ -31,7 +31,7 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from nnrag_tui.engine import taxonomy
+from nnrag_tui.engine import taxonomy, treewalk
 from nnrag_tui.engine.modsource import TYPING_MODULES
 from nnrag_tui.engine.namespace import namespace_writes
 from nnrag_tui.engine.parse import JAXTYPING_TYPES, shape_strings
@@ -467,11 +467,11 @@ def known_false_alarms(tree: ast.Module, code: str | None, found: list[dict]
         if m and (not m.group("codes") or _UNDEFINED_CODES & set(
                 re.split(r"[,\s]+", m.group("codes").upper()))):
             out.add((u["name"], u["line"]))
-    aliases = {a.asname for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)
+    aliases = {a.asname for n in treewalk.walk(tree) if isinstance(n, ast.ImportFrom)
                and n.module in TYPING_MODULES for a in n.names
                if a.name == "Literal" and a.asname and a.asname != "Literal"}
     if aliases:
-        for n in ast.walk(tree):
+        for n in treewalk.walk(tree):
             if isinstance(n, ast.Constant) and isinstance(n.value, str):
                 # an annotation written as a string (as upstream's ``from __future__ import
                 # annotations`` makes it) holding the aliased ``Literal[...]``: pyflakes
@@ -480,15 +480,15 @@ def known_false_alarms(tree: ast.Module, code: str | None, found: list[dict]
                                                                                  aliases))
             elif isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name) and \
                     n.value.id in aliases:
-                for c in ast.walk(n.slice):
+                for c in treewalk.walk(n.slice):
                     if isinstance(c, ast.Constant) and isinstance(c.value, str):
                         out.update((name, c.lineno) for name in _names_pyflakes_reads(c.value))
-    for n in ast.walk(tree):
+    for n in treewalk.walk(tree):
         for c in shape_strings(n):
             out.update((name, c.lineno) for name in _names_pyflakes_reads(c.value))
         if isinstance(n, ast.Constant) and isinstance(n.value, str):
             out.update((name, n.lineno) for name in _quoted_shape_names(n.value))
-    functions = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef,
+    functions = [n for n in treewalk.walk(tree) if isinstance(n, (ast.FunctionDef,
                                                              ast.AsyncFunctionDef))]
     for u in found:
         if u.get("kind", "UndefinedName") != "UndefinedName":
@@ -517,10 +517,10 @@ def known_false_alarms(tree: ast.Module, code: str | None, found: list[dict]
 def _assigned_globals(func: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
     """Names a function declares ``global`` and assigns, in its nested functions too
     (pykan's ``fit`` does so in the closure it hands to the optimizer)."""
-    declared = {n for st in ast.walk(func) if isinstance(st, ast.Global) for n in st.names}
+    declared = {n for st in treewalk.walk(func) if isinstance(st, ast.Global) for n in st.names}
     if not declared:
         return set()
-    return {n.id for n in ast.walk(func) if isinstance(n, ast.Name)
+    return {n.id for n in treewalk.walk(func) if isinstance(n, ast.Name)
             and isinstance(n.ctx, ast.Store) and n.id in declared}
 
 
@@ -545,7 +545,7 @@ def _function_locals(func: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
         if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda,
                           ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
             continue
-        stack.extend(ast.iter_child_nodes(n))
+        stack.extend(treewalk.children(n))
     return bound - declared
 
 
@@ -560,10 +560,10 @@ def _aliased_literal_strings(text: str, aliases: set[str]) -> set[str]:
     except (SyntaxError, ValueError):
         return set()
     out: set[str] = set()
-    for n in ast.walk(expr):
+    for n in treewalk.walk(expr):
         if isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name) and \
                 n.value.id in aliases:
-            for c in ast.walk(n.slice):
+            for c in treewalk.walk(n.slice):
                 if isinstance(c, ast.Constant) and isinstance(c.value, str):
                     out |= _names_pyflakes_reads(c.value)
         elif isinstance(n, ast.Constant) and isinstance(n.value, str):
@@ -575,7 +575,7 @@ def _names_pyflakes_reads(text: str) -> set[str]:
     """The names pyflakes finds in a string it takes for an annotation: ``"one-hot"`` reads
     ``one`` and ``hot``."""
     expr = _pyflakes_annotation(text)
-    return set() if expr is None else {n.id for n in ast.walk(expr) if isinstance(n, ast.Name)}
+    return set() if expr is None else {n.id for n in treewalk.walk(expr) if isinstance(n, ast.Name)}
 
 
 def _pyflakes_annotation(text: str) -> ast.expr | None:
@@ -601,7 +601,7 @@ def _quoted_shape_names(text: str) -> set[str]:
     if expr is None:
         return set()
     out: set[str] = set()
-    for n in ast.walk(expr):
+    for n in treewalk.walk(expr):
         for c in shape_strings(n):
             out |= _names_pyflakes_reads(c.value)
         if isinstance(n, ast.Constant) and isinstance(n.value, str):  # (shorter: it ends)
@@ -916,7 +916,7 @@ def module_bindings(tree: ast.Module, global_lines: set[int] | None = None
                 bound.add(st.name)
                 if global_lines is None or any(st.lineno <= n <= st.end_lineno
                                                for n in global_lines):
-                    for node in ast.walk(st):
+                    for node in treewalk.walk(st):
                         if isinstance(node, ast.Global):
                             bound.update(node.names)
             elif isinstance(st, ast.Import):
@@ -955,14 +955,14 @@ def module_bindings(tree: ast.Module, global_lines: set[int] | None = None
                 block(st.finalbody)
             elif type(st).__name__ == "Match":
                 for case in st.cases:
-                    for node in ast.walk(case.pattern):
+                    for node in treewalk.walk(case.pattern):
                         for attr in ("name", "rest"):
                             if isinstance(getattr(node, attr, None), str):
                                 bound.add(getattr(node, attr))
                     block(case.body)
             if not isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef,
                                    ast.Import, ast.ImportFrom)):
-                for node in ast.walk(st) if _has_walrus(st) else ():
+                for node in treewalk.walk(st) if _has_walrus(st) else ():
                     if isinstance(node, ast.NamedExpr):
                         targets(node.target)
 
@@ -971,7 +971,7 @@ def module_bindings(tree: ast.Module, global_lines: set[int] | None = None
 
 
 def _has_walrus(st: ast.stmt) -> bool:
-    return any(isinstance(n, ast.NamedExpr) for n in ast.walk(st)) if isinstance(
+    return any(isinstance(n, ast.NamedExpr) for n in treewalk.walk(st)) if isinstance(
         st, (ast.Expr, ast.Assign, ast.If, ast.While, ast.AnnAssign, ast.AugAssign,
              ast.Return)) else False
 
@@ -993,7 +993,7 @@ def _scopes(tree: ast.Module) -> list[tuple[int, int, str]]:
     out: list[tuple[int, int, str]] = []
 
     def walk(node, prefix: str) -> None:
-        for child in ast.iter_child_nodes(node):
+        for child in treewalk.children(node):
             if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 q = f"{prefix}.{child.name}" if prefix else child.name
                 start = min([child.lineno] + [d.lineno for d in child.decorator_list])
