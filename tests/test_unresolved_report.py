@@ -104,3 +104,52 @@ def test_an_unresolved_name_is_reported_where_it_is_free_not_where_a_scope_binds
     result = extract_tree(tmp_path, {"apkg/__init__.py": "", "apkg/net.py": MEMORY},
                           "Memorizing")
     assert result.generated.unresolved == [("memories", "apkg.net:12")]
+
+
+SHARED = '''\
+from torch import nn
+
+
+class Base(nn.Module):
+    def reset(self):
+        return missing_helper(self)
+
+
+class First(Base):
+    def forward(self, x):
+        return x
+
+
+class Second(Base):
+    def forward(self, x):
+        return -x
+'''
+
+
+def test_the_line_of_an_unresolved_read_is_worked_out_once_for_every_block(tmp_path,
+                                                                          monkeypatch):
+    """torchrl's blocks share large base classes that read names nothing binds, and each
+    block walked those classes again, with their symbol tables, to find the line of each read:
+    two fifths of a block's time. The line is the module's fact; every block still reports
+    it."""
+    from helpers import path_config, write_tree
+
+    from nnrag_tui.engine import scopes
+    from nnrag_tui.engine.extractor import BlockExtractor
+
+    walked: list[str] = []
+    real = scopes.global_read_lines
+
+    def counting(text, name, *args):
+        walked.append(name)
+        return real(text, name, *args)
+
+    monkeypatch.setattr(scopes, "global_read_lines", counting)
+    root = write_tree(tmp_path / "repo", {"apkg/__init__.py": "", "apkg/net.py": SHARED})
+    with BlockExtractor(path_config({"r": root}), cache_dir=tmp_path / "cache",
+                        data_dir=tmp_path / "data") as ex:
+        ex.index()
+        reports = [ex.extract_single_block(name).generated.unresolved
+                   for name in ("First", "Second", "First")]
+    assert reports == [[("missing_helper", "apkg.net:6")]] * 3
+    assert walked == ["missing_helper"]
