@@ -61,6 +61,18 @@ def test_an_annotated_assignment_runs_in_the_function_without_its_annotation(tmp
     assert namespace["LIMIT"] == 3
 
 
+def test_the_runner_takes_no_name_a_kept_statement_already_spells(tmp_path):
+    """The runner's name must not be one upstream's code already has, in code, a string or a
+    comment: ``_run_limits`` spelled in the module's function gives the runner the package's
+    name too, ``_run_apkg_limits``. The words of every statement are kept per statement, as each closure
+    that holds it asks."""
+    code = _extract_net(tmp_path, "import os\n\nif os.sep:\n    LIMIT = 3\n\n\n"
+                                  "def limit():\n    # not _run_limits, nor _limits_ran\n"
+                                  "    return LIMIT\n")
+    assert "def _run_apkg_limits():" in code and "global _apkg_limits_ran, LIMIT" in code
+    assert "def _run_limits():" not in code
+
+
 def test_an_assignment_that_calls_the_corpus_runs_at_the_first_import(tmp_path):
     """BigVGAN's ``cuda/activation1d.py``, imported only inside the function that asks for
     the CUDA kernel, builds it as it runs: ``anti_alias_activation_cuda = load.load()``,

@@ -567,5 +567,5 @@ def _names_in_use(closure: Closure) -> set[str]:
     words: set[str] = set(closure.out_names.values())
     words |= {e.bound for e in closure.externals.values()}
     for n in closure.nodes:
-        words |= set(re.findall(r"[A-Za-z_]\w*", closure.modules[n[0]].stmt_text(closure.stmt(n))))
+        words |= closure.modules[n[0]].identifiers(closure.stmt(n))
     return words

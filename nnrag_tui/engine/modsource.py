@@ -150,6 +150,16 @@ class ModuleSource:
             self._nested[st.index] = hit
         return hit
 
+    def identifiers(self, st: TopStmt) -> frozenset[str]:
+        """Every word of the statement's text that could be a name (code, strings and comments
+        alike): what a name the generated file adds must not be (engine.deferred); cached, as
+        each closure that holds the statement asks."""
+        key = ("identifiers", st.index)
+        words = self._facts.get(key)
+        if words is None:
+            words = self._facts[key] = frozenset(_IDENTIFIER.findall(self.stmt_text(st)))
+        return words
+
     def mentions_outside_imports(self, st: TopStmt, name: str) -> bool:
         """Whether ``name`` occurs as a word in ``st`` other than on the lines of the imports
         nested in it (code, strings and annotations alike: a cautious test of use)."""
@@ -1143,6 +1153,7 @@ def bound_only_by_imports(node: ast.stmt, name: str) -> bool:
 
 # a word, as ``\b...\b`` delimits one: ``name`` occurs as a word where it is one of these
 _WORD = re.compile(r"\w+")
+_IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
 
 
 def rebound_beside(scope: ast.AST, imp: ast.Import | ast.ImportFrom, name: str) -> bool:
