@@ -1872,8 +1872,9 @@ def unresolved_where(entry: ModuleEntry, ms: ModuleSource, st: TopStmt, name: st
     its first read as the module's name, not a local of that name in another method), and
     why, where the lookup knows more than that nothing binds it: timm_3d's davit imports
     ``LayerNorm2d`` from ``timm_3d.layers``, which has none. The line is worked out once per
-    statement and name: each block whose closure holds the statement reports it (torchrl's
-    blocks spent two fifths of their time walking the same classes for the same names)."""
+    statement and name: each block whose closure holds the statement reports it (in a
+    profile of 40 torchrl blocks, two fifths of the time went into walking the same classes for
+    the same names)."""
     line = ms.memo(("unresolved read", st.index, name), lambda: _first_global_read(ms, st, name))
     where = f"{entry.module}:{line or st.line}"
     if t.note and t.note != f"not bound in {entry.module}":
