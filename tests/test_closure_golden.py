@@ -362,6 +362,20 @@ MUST = {
         "try:\n    from nnrag_missing_six import inf\nexcept ImportError:\n    from math import inf\n"],
     # an operator read as ``torch.ops.NS.OP`` comes with the statements of its repository that
     # register it, defined before what registers its gradient or fake (deepspeed's autotp)
+    # ... also where its name is built from a module constant (``f"{_NS}::permute"``), with
+    # what registers for it through the operator's own methods (``@twice.register_fake``)
+    ("torch_ops_named", "Net"): [
+        '_NS = "nnrag_golden_named"\n_HALVE = _NS + "::halve"\n',
+        '@torch.library.custom_op(f"{_NS}::twice", mutates_args=())\ndef twice(',
+        "@twice.register_fake\ndef _(x):",
+        'torch.library.register_autograd(_NS + "::twice", _twice_backward)\n',
+        "@torch.library.custom_op(_HALVE, mutates_args=())\ndef halve("],
+    # ... and where the block calls the operator's Python function, not ``torch.ops``: what
+    # registers its fake and gradient by its name comes along (torchao's, deepspeed's kernels)
+    ("torch_ops_called", "Net"): [
+        '@torch.library.register_fake("nnrag_golden_called::halve")\ndef _halve_fake(x):',
+        'torch.library.register_autograd("nnrag_golden_called::halve", _halve_backward)\n',
+        "@twice.register_fake\ndef _(x):", "twice.register_autograd(_twice_backward)\n"],
     ("torch_ops", "Net"): [
         '@torch.library.custom_op("nnrag_golden::scale", mutates_args=())\ndef scale(',
         'torch.library.register_autograd("nnrag_golden::scale", _scale_backward)\n',
@@ -660,6 +674,7 @@ MUST_NOT = {
     ("guarded_helpers", "Net"): ["\nimport nnrag_missing_warp"],
     ("guarded_reexport", "Net"): ["\nfrom nnrag_missing_six"],
     ("torch_ops", "Net"): ["nnrag_golden::unused", "fast_fake"],
+    ("torch_ops_named", "Net"): ["::unused", "defined by no statement"],
     ("guarded_star", "Net"): ["import *", "from gspkg", "import gspkg", "class FastLIF"],
     ("torch_ext_ops", "Net"): ["nnrag_golden_other", "other.cpp", "defined by no statement"],
     ("constant_registry", "Net"): ["SetPreprocessing", "SET = "],
@@ -1106,6 +1121,45 @@ def test_an_operator_the_block_reads_is_registered_in_a_fresh_process(extracted,
     (tmp_path / "Net.py").write_text(res.generated.code)
     script = ("import torch, Net\nnet = Net.Net()\nx = torch.randn(2, 8)\n"
               "assert torch.equal(net(x), 2 * net.fc(x))\nprint('ok')\n")
+    code = f"import sys; sys.path.insert(0, {str(tmp_path)!r})\n{script}"
+    run = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True,
+                         timeout=300, check=False)
+    assert run.stdout.strip() == "ok", run.stderr
+
+
+def test_an_operator_named_by_a_constant_is_registered_with_its_fake_and_gradient(
+        extracted, tmp_path):
+    """A kernel module names its operators by a constant (``f"{_NS}::twice"``) and registers
+    the fake with ``@twice.register_fake``: in a fresh process the file defines both operators
+    the block reads, the fake (a meta tensor goes through) and the gradient."""
+    res, _, _ = extracted("torch_ops_named", "Net")
+    assert res.ok, res.error
+    (tmp_path / "Net.py").write_text(res.generated.code)
+    script = ("import torch, Net\nnet = Net.Net()\nx = torch.randn(2, 8)\n"
+              "assert torch.allclose(net(x), net.fc(x))\n"
+              "ops = torch.ops.nnrag_golden_named\n"
+              "assert ops.twice(torch.empty(2, 8, device='meta')).device.type == 'meta'\n"
+              "y = torch.ones(3, requires_grad=True)\nops.twice(y).sum().backward()\n"
+              "assert y.grad.tolist() == [2.0, 2.0, 2.0]\nprint('ok')\n")
+    code = f"import sys; sys.path.insert(0, {str(tmp_path)!r})\n{script}"
+    run = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True,
+                         timeout=300, check=False)
+    assert run.stdout.strip() == "ok", run.stderr
+
+
+def test_an_operator_called_by_its_function_has_its_fake_and_gradient(extracted, tmp_path):
+    """A block calls ``halve``, made by ``@torch.library.custom_op``, whose fake and gradient
+    are registered by the operator's name: in a fresh process the file's block trains (the
+    gradient reaches the input) and traces on meta tensors, as upstream's does."""
+    res, _, _ = extracted("torch_ops_called", "Net")
+    assert res.ok, res.error
+    (tmp_path / "Net.py").write_text(res.generated.code)
+    script = ("import torch, Net\nnet = Net.Net()\nx = torch.randn(2, 8, requires_grad=True)\n"
+              "y = net(x)\nassert torch.allclose(y, net.fc(x))\ny.sum().backward()\n"
+              "assert torch.allclose(x.grad, net.fc.weight.sum(0).expand(2, 8))\n"
+              "ops = torch.ops.nnrag_golden_called\n"
+              "assert ops.halve(torch.empty(2, 8, device='meta')).device.type == 'meta'\n"
+              "print('ok')\n")
     code = f"import sys; sys.path.insert(0, {str(tmp_path)!r})\n{script}"
     run = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True,
                          timeout=300, check=False)

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import ast
 
-from nnrag_tui.engine.torchops import MAY_REGISTER, built_namespaces, op_reads, registered_ops
+from nnrag_tui.engine.torchops import (
+    MAY_REGISTER,
+    built_namespaces,
+    may_register,
+    module_registrations,
+    op_reads,
+    registered_ops,
+    string_constants,
+)
 
 
 def _stmt(text: str) -> ast.stmt:
@@ -74,3 +82,53 @@ def test_what_builds_no_namespace():
     assert built_namespaces(_stmt(
         "x = lambda: load(name='later', sources=s, is_python_module=False)")) == []
     assert MAY_REGISTER.search(b"load(name='a', sources=s, is_python_module = False)")
+
+
+def _module(text: str) -> list[ast.stmt]:
+    return ast.parse(text).body
+
+
+def test_a_name_built_from_a_module_constant_is_the_operator_s_name():
+    body = _module('_NS = "tg"\n'
+                   'OP: str = _NS + "::permute"\n'
+                   '@torch.library.custom_op(f"{_NS}::countsort", mutates_args=())\n'
+                   'def countsort(x):\n    return x\n'
+                   'torch.library.register_autograd(OP, bw)\n'
+                   'torch.library.define(f"{_NS}::gemm(Tensor a) -> Tensor")\n')
+    assert string_constants(body) == {"_NS": "tg", "OP": "tg::permute"}
+    assert module_registrations(body) == [
+        {}, {}, {"tg::countsort": True}, {"tg::permute": False}, {"tg::gemm": True}]
+
+
+def test_a_constant_bound_twice_or_not_a_string_names_nothing():
+    body = _module('A = "x"\nA = "y"\nB = "z"\nfor B in ():\n    pass\n'
+                   'C = "c"\ndef f():\n    C = "local"\n'
+                   'D = f"{E}"\nimport F as G\nG = "g"\nH = "h"\ndel H\n')
+    # ``C`` is bound once at the top level (the function's ``C`` is its local)
+    assert string_constants(body) == {"C": "c"}
+    assert registered_ops(_stmt('custom_op(f"{A!r}::op")'), {"A": "x"}) == {}
+    assert registered_ops(_stmt('custom_op(f"{UNKNOWN}::op")'), {}) == {}
+
+
+def test_what_an_operator_s_own_methods_register_is_for_that_operator():
+    body = _module('@torch.library.custom_op("ns::twice", mutates_args=())\n'
+                   'def twice(x):\n    return x\n'
+                   '@twice.register_fake\ndef _(x):\n    return x\n'
+                   '@twice.register_kernel("cpu")\ndef _cpu(x):\n    return x\n'
+                   'twice.register_autograd(bw, setup_context=sc)\n'
+                   'halve = torch.library.custom_op("ns::halve", _h, mutates_args=())\n'
+                   'halve.register_fake(_fake)\n'
+                   'other.register_fake(_fake)\n'
+                   'twice = None\n'
+                   'twice.register_fake(_fake)\n')
+    assert module_registrations(body) == [
+        {"ns::twice": True}, {"ns::twice": False}, {"ns::twice": False}, {"ns::twice": False},
+        {"ns::halve": True}, {"ns::halve": False}, {}, {}, {}]
+
+
+def test_the_prefilter_finds_names_built_from_constants():
+    assert may_register(b'_NS = "tg"\n@torch.library.custom_op(f"{_NS}::permute", m=())')
+    assert may_register(b'torch.library.register_autograd(_NS + "::twice", bw)')
+    assert may_register(b'OP = "ns::op"\ncustom_op(OP, mutates_args=())')
+    # a call of that shape in a file with no operator name in it
+    assert not may_register(b"self.impl(x)\nregister_fake(fn)")

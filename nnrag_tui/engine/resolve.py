@@ -81,7 +81,7 @@ from nnrag_tui.engine.moduleobject import (
 from nnrag_tui.engine.parse import dotted, resolve_relative
 from nnrag_tui.engine.registry_scope import scope_registries, shared_tree_clashes
 from nnrag_tui.engine.side_effects import SideEffects
-from nnrag_tui.engine.torchops import MAY_REGISTER, registered_ops
+from nnrag_tui.engine.torchops import may_register, module_registrations
 from nnrag_tui.engine.typing_only import typing_only
 
 # ``sys.modules[name] = module``, as a package aliases its old module paths
@@ -133,6 +133,8 @@ class Resolver:
         # source -> operator (``NS::OP``) -> the statements registering something for it, and
         # whether each defines it (engine.torchops)
         self._ops: dict[str, dict[str, list[tuple[ModuleEntry, int, bool]]]] = {}
+        # source -> (module, statement index) -> the operators that statement registers for
+        self._ops_at: dict[str, dict[tuple[tuple[str, str], int], tuple[str, ...]]] = {}
 
     def run_order(self, entry: ModuleEntry) -> RunOrder:
         """The order upstream's import of ``entry`` runs the statements it runs."""
@@ -213,15 +215,26 @@ class Resolver:
         hit = self._ops.get(source)
         if hit is None:
             hit = self._ops[source] = {}
+            at = self._ops_at[source] = {}
             for key, entry in sorted(self.index.entries.items()):
                 if key[0] != source:
                     continue
-                if not MAY_REGISTER.search(self.file_data(entry)):
+                if not may_register(self.file_data(entry)):
                     continue
-                for st in self.module_source(entry).stmts:
-                    for op, defines in registered_ops(st.node).items():
+                stmts = self.module_source(entry).stmts
+                for st, ops in zip(stmts, module_registrations([st.node for st in stmts])):
+                    for op, defines in ops.items():
                         hit.setdefault(op, []).append((entry, st.index, defines))
+                    if ops:
+                        at[(key, st.index)] = tuple(sorted(ops))
         return hit
+
+    def ops_registered_at(self, node: tuple[tuple[str, str], int]) -> tuple[str, ...]:
+        """The operators a module-level statement registers something for (``NS::OP``)."""
+        source = node[0][0]
+        if source not in self._ops_at:
+            self.op_registrations(source)
+        return self._ops_at[source].get(node, ())
 
     def mentions(self, entry: ModuleEntry, literal: str, quoted: bool = True) -> bool:
         """Whether a module's file has ``literal`` as a string in quotes (or anywhere, not

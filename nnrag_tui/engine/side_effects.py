@@ -943,9 +943,12 @@ class SideEffects:
 
     def add_op_registrations(self) -> bool:
         """The statements registering the torch operators that included statements read as
-        ``torch.ops.NS.OP`` (engine.torchops), from the reader's repository; each goes before
-        its reader, and after the statements defining its operator. Returns whether any was
-        added."""
+        ``torch.ops.NS.OP`` or register something for themselves (engine.torchops), from the
+        reader's repository; each goes before its reader, and after the statements defining
+        its operator. A block that calls ``halve``, made by ``@torch.library.custom_op(
+        "ns::halve")``, gets what registers its fake and its gradient too
+        (``torch.library.register_autograd("ns::halve", ...)``): without them tracing and
+        ``backward`` raise where upstream's run. Returns whether any was added."""
         size = len(self.b.order)
         start, self._ops_scanned = self._ops_scanned, size
         for node in self.b.order[start:size]:
@@ -953,10 +956,12 @@ class SideEffects:
                 continue
             ms = self.b.modules[node[0]]
             st = ms.stmts[node[1]]
-            if "torch.ops." not in ms.stmt_text(st):
+            own = {op for op in self.r.ops_registered_at(node) if not op.endswith("::*")}
+            reads = op_reads(st.node) if "torch.ops." in ms.stmt_text(st) else frozenset()
+            if not own and not reads:
                 continue
             registry = self.r.op_registrations(node[0][0])
-            for op in sorted(op_reads(st.node)):
+            for op in sorted(own | reads):
                 found = registry.get(op, [])
                 if not any(defines for _, _, defines in found):
                     # an extension built for the whole namespace (torchops.built_namespaces)
@@ -964,7 +969,8 @@ class SideEffects:
                 if not any(defines for _, _, defines in found):
                     # (torchvision's ``register_fake("torchvision::nms")`` is for an operator
                     # its compiled extension defines: without that, registering it fails)
-                    self.undefined_ops.setdefault(op, []).append(node)
+                    if op not in own:
+                        self.undefined_ops.setdefault(op, []).append(node)
                     continue
                 name = f"torch.ops.{op.replace('::', '.')}"
                 regs = self._op_nodes.get(op)
@@ -976,8 +982,9 @@ class SideEffects:
                         if not defines:
                             self.b.deps.append(Dependency(n, name, "definition", op,
                                                         "registration", 1.0, True, defining))
-                self.b.deps.append(Dependency(node, name, "definition", op, "registration", 1.0,
-                                            True, tuple(n for n, _ in regs)))
+                if op not in own:
+                    self.b.deps.append(Dependency(node, name, "definition", op, "registration",
+                                                  1.0, True, tuple(n for n, _ in regs)))
         return len(self.b.order) > size
 
     def add_patches(self) -> bool:

@@ -14,7 +14,12 @@ whose first argument (or ``name=``) is that string, or a schema starting with it
 (``torch.library.define("quanto::unpack(Tensor t, int bits) -> Tensor")``). Operators are
 global in torch, so where in the repository they are registered does not matter; which
 repository does, and only the reader's own is searched. What registers a fake, a gradient or
-a kernel goes after the statements defining the operator, as torch requires. An operator that
+a kernel goes after the statements defining the operator, as torch requires. A statement that
+itself registers something for ``NS::OP`` needs them too: a block that calls ``halve``, the
+function ``@torch.library.custom_op("ns::halve", ...)`` made, needs what registers its fake and
+gradient (``torch.library.register_autograd("ns::halve", ...)``, ``@halve.register_fake``), or
+``backward`` and tracing raise where upstream's run; and an implementation the closure holds
+(``@torch.library.impl("ns::op", "Meta")``) needs the ``define`` before it. An operator that
 no statement of the repository defines (torchvision's ``nms``, defined by its compiled
 extension) brings nothing: registering its fake would fail without that extension.
 
@@ -25,12 +30,19 @@ runs ``load(name="sru_cpu", sources=[cpu_source], is_python_module=False)`` (fro
 a statement, at module level or inside a module-level ``try`` or ``if``, defines every operator
 of the namespace it names (``NS::*``); its C++ sources, named by literals beside ``__file__``, go
 beside the generated file as any such file does (engine.modulefiles).
+
+A name is often built from a module constant rather than spelled out: a kernel module has
+``_NS = "tg"`` and ``@torch.library.custom_op(f"{_NS}::permute_countsort", ...)``, and its
+autograd function reads ``torch.ops.tg.permute_countsort``. An f-string, a ``+`` of strings or
+a name whose parts are string constants the module binds once at its top level
+(``string_constants``) give the operator's name as a literal does.
 """
 
 from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Mapping
 
 from nnrag_tui.engine import treewalk
 from nnrag_tui.engine.parse import dotted
@@ -49,10 +61,28 @@ _TORCH_NAMESPACES = frozenset({
     "_c10d_functional", "_c10d_functional_autograd", "_dtensor", "debugprims", "rngprims",
 })
 _OP = re.compile(r"\s*([A-Za-z_]\w*)::([A-Za-z_]\w*)(?:\.\w+)?\s*(?:\(.*)?", re.DOTALL)
-# what may register an operator, to skip reading a module that cannot
+# what may register an operator, to skip reading a module that cannot: a call naming it by a
+# literal, or one naming it by what it builds (``f"{_NS}::op"``, ``_NS + "::op"``, ``OP``) in a
+# file with such a name in it
+_CALLS = b"|".join(n.encode() for n in sorted(_REGISTERS))
 MAY_REGISTER = re.compile(rb"""(?:%s)\(\s*(?:name\s*=\s*)?["'][A-Za-z_]\w*::"""
-                          rb"|is_python_module\s*=\s*False"
-                          % b"|".join(n.encode() for n in sorted(_REGISTERS)))
+                          rb"|is_python_module\s*=\s*False" % _CALLS)
+_MAY_BUILD = re.compile(rb"""(?:%s)\(\s*(?:name\s*=\s*)?(?:f["']\{|[A-Za-z_]\w*\s*[+,)])"""
+                        % _CALLS)
+_BUILT_NAME = re.compile(rb"""\}::[A-Za-z_]|["']::[A-Za-z_]|["'][A-Za-z_]\w*::[A-Za-z_]""")
+# the methods of what ``custom_op`` returns that register something for its operator
+_METHODS = frozenset({
+    "register_fake", "register_autograd", "register_kernel", "register_autocast",
+    "register_vmap", "register_torch_dispatch",
+})
+
+
+def may_register(data: bytes) -> bool:
+    """Whether a module's text may hold a statement registering a torch operator."""
+    return bool(MAY_REGISTER.search(data)) or (
+        bool(_BUILT_NAME.search(data)) and bool(_MAY_BUILD.search(data)))
+
+
 # torch.utils.cpp_extension's functions that compile and load an extension
 _BUILDS = frozenset({"load", "load_inline"})
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
@@ -73,9 +103,76 @@ def op_reads(node: ast.AST) -> frozenset[str]:
     return frozenset(out)
 
 
-def registered_ops(node: ast.stmt) -> dict[str, bool]:
+def string_constants(body: list[ast.stmt]) -> dict[str, str]:
+    """The names a module's top level binds to a string once, by ``NAME = "text"`` (or an
+    f-string or ``+`` of such names and strings), and nowhere else at its top level."""
+    out: dict[str, str] = {}
+    dropped: set[str] = set()
+    for st in body:
+        value = st.value if isinstance(st, (ast.Assign, ast.AnnAssign)) else None
+        target = st.targets[0] if isinstance(st, ast.Assign) and len(st.targets) == 1 else \
+            st.target if isinstance(st, ast.AnnAssign) else None
+        text = _text(value, out) if value is not None else None
+        if isinstance(target, ast.Name) and text is not None and \
+                target.id not in out and target.id not in dropped:
+            out[target.id] = text
+            continue
+        for name in _top_level_binds(st):
+            dropped.add(name)
+            out.pop(name, None)
+    return out
+
+
+def _top_level_binds(node: ast.AST) -> set[str]:
+    """The names a module-level statement binds in the module's namespace (not the locals of
+    the functions and classes it defines)."""
+    out: set[str] = set()
+    todo: list[ast.AST] = [node]
+    while todo:
+        sub = todo.pop()
+        if isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            out.add(sub.name)
+            continue
+        if isinstance(sub, ast.Lambda):
+            continue
+        if isinstance(sub, (ast.Import, ast.ImportFrom)):
+            out.update((a.asname or a.name).partition(".")[0] for a in sub.names)
+        elif isinstance(sub, ast.Name) and isinstance(sub.ctx, (ast.Store, ast.Del)):
+            out.add(sub.id)
+        todo.extend(treewalk.children(sub))
+    return out
+
+
+def _text(node: ast.expr, consts: Mapping[str, str]) -> str | None:
+    """The string ``node`` evaluates to when it is made of string constants and ``consts``:
+    a literal, a name, an f-string without conversions or a ``+`` of such; else None."""
+    if isinstance(node, ast.Constant):
+        return node.value if isinstance(node.value, str) else None
+    if isinstance(node, ast.Name):
+        return consts.get(node.id)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        left, right = _text(node.left, consts), _text(node.right, consts)
+        return None if left is None or right is None else left + right
+    if isinstance(node, ast.JoinedStr):
+        parts: list[str] = []
+        for v in node.values:
+            if isinstance(v, ast.FormattedValue):
+                if v.conversion != -1 or v.format_spec is not None:
+                    return None
+                v = v.value
+            piece = _text(v, consts)
+            if piece is None:
+                return None
+            parts.append(piece)
+        return "".join(parts)
+    return None
+
+
+def registered_ops(node: ast.stmt, consts: Mapping[str, str] | None = None
+                   ) -> dict[str, bool]:
     """``NS::OP`` for each operator a module-level statement defines or registers something
-    for through ``torch.library``, and whether it defines it."""
+    for through ``torch.library``, and whether it defines it; ``consts``: the module's
+    ``string_constants``, for names built from them."""
     calls = [d for d in getattr(node, "decorator_list", ()) if isinstance(d, ast.Call)]
     value = getattr(node, "value", None)
     if isinstance(node, (ast.Expr, ast.Assign, ast.AnnAssign)) and isinstance(value, ast.Call):
@@ -88,13 +185,53 @@ def registered_ops(node: ast.stmt) -> dict[str, bool]:
             continue
         first = [*call.args[:1], *(k.value for k in call.keywords if k.arg == "name")]
         for arg in first:
-            if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
-                m = _OP.fullmatch(arg.value)
+            text = _text(arg, consts or {})
+            if text is not None:
+                m = _OP.fullmatch(text)
                 if m:
                     op = f"{m.group(1)}::{m.group(2)}"
                     out[op] = out.get(op, False) or last in _DEFINES
     for ns in built_namespaces(node):
         out[f"{ns}::*"] = True
+    return out
+
+
+def module_registrations(body: list[ast.stmt]) -> list[dict[str, bool]]:
+    """``registered_ops`` of each top-level statement of a module, its names built from the
+    module's ``string_constants``, and with what registers something through a method of an
+    operator the module defines: ``@twice.register_fake`` on a function, or
+    ``twice.register_autograd(backward, setup_context=setup)``, where ``twice`` is the
+    function ``@torch.library.custom_op("ns::twice", ...)`` made."""
+    consts = string_constants(body)
+    defined: dict[str, str] = {}
+    out: list[dict[str, bool]] = []
+    for st in body:
+        ops = registered_ops(st, consts)
+        for name in _method_owners(st):
+            if name in defined:
+                ops.setdefault(defined[name], False)
+        made = [op for op, defines in ops.items() if defines and not op.endswith("::*")]
+        for name in _top_level_binds(st):
+            defined.pop(name, None)
+            if len(made) == 1 and isinstance(st, (ast.FunctionDef, ast.Assign)):
+                defined[name] = made[0]
+        out.append(ops)
+    return out
+
+
+def _method_owners(node: ast.stmt) -> list[str]:
+    """``NAME`` for each ``NAME.register_…`` a statement calls as it runs: a decorator, or the
+    call a statement is (or assigns)."""
+    calls: list[ast.expr] = list(getattr(node, "decorator_list", ()))
+    value = getattr(node, "value", None)
+    if isinstance(node, (ast.Expr, ast.Assign, ast.AnnAssign)) and value is not None:
+        calls.append(value)
+    out: list[str] = []
+    for call in calls:
+        func = call.func if isinstance(call, ast.Call) else call
+        if isinstance(func, ast.Attribute) and func.attr in _METHODS and \
+                isinstance(func.value, ast.Name):
+            out.append(func.value.id)
     return out
 
 
