@@ -376,6 +376,13 @@ MUST = {
         '@torch.library.register_fake("nnrag_golden_called::halve")\ndef _halve_fake(x):',
         'torch.library.register_autograd("nnrag_golden_called::halve", _halve_backward)\n',
         "@twice.register_fake\ndef _(x):", "twice.register_autograd(_twice_backward)\n"],
+    # ... and where a ``torch.library.Library`` object defines it (``_lib.define("scale(...)")``),
+    # its implementations registered through the library
+    ("torch_ops_library", "Net"): [
+        '_lib = Library("nnrag_golden_lib", "DEF")\n_lib.define("scale(Tensor x) -> Tensor")\n'
+        '_lib.define("shift(Tensor x) -> Tensor")\n',
+        '_lib.impl("scale", _scale_cpu, "CPU")\n', '@impl(_lib, "shift", "CPU")\ndef _shift_cpu(',
+        'torch.library.impl(_lib, "shift", "Meta")(_shift_meta)\n'],
     ("torch_ops", "Net"): [
         '@torch.library.custom_op("nnrag_golden::scale", mutates_args=())\ndef scale(',
         'torch.library.register_autograd("nnrag_golden::scale", _scale_backward)\n',
@@ -675,6 +682,8 @@ MUST_NOT = {
     ("guarded_reexport", "Net"): ["\nfrom nnrag_missing_six"],
     ("torch_ops", "Net"): ["nnrag_golden::unused", "fast_fake"],
     ("torch_ops_named", "Net"): ["::unused", "defined by no statement"],
+    ("torch_ops_library", "Net"): ["unused(", "nnrag_golden_lib_other", "noop(",
+                                   "defined by no statement"],
     ("guarded_star", "Net"): ["import *", "from gspkg", "import gspkg", "class FastLIF"],
     ("torch_ext_ops", "Net"): ["nnrag_golden_other", "other.cpp", "defined by no statement"],
     ("constant_registry", "Net"): ["SetPreprocessing", "SET = "],
@@ -1160,6 +1169,25 @@ def test_an_operator_called_by_its_function_has_its_fake_and_gradient(extracted,
               "ops = torch.ops.nnrag_golden_called\n"
               "assert ops.halve(torch.empty(2, 8, device='meta')).device.type == 'meta'\n"
               "print('ok')\n")
+    code = f"import sys; sys.path.insert(0, {str(tmp_path)!r})\n{script}"
+    run = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True,
+                         timeout=300, check=False)
+    assert run.stdout.strip() == "ok", run.stderr
+
+
+def test_an_operator_a_library_object_defines_is_defined_in_a_fresh_process(
+        extracted, tmp_path):
+    """``_lib = Library("ns", "DEF")`` with ``_lib.define(...)`` and ``_lib.impl(...)``: in a
+    fresh process the file defines both operators the block reads, with their CPU and Meta
+    implementations, and not the library's operator nothing reads."""
+    res, _, _ = extracted("torch_ops_library", "Net")
+    assert res.ok, res.error
+    (tmp_path / "Net.py").write_text(res.generated.code)
+    script = ("import torch, Net\nnet = Net.Net()\nx = torch.randn(2, 8)\n"
+              "assert torch.allclose(net(x), net.fc(x) * 3 + 1)\n"
+              "ops = torch.ops.nnrag_golden_lib\n"
+              "assert ops.shift(torch.empty(2, 8, device='meta')).device.type == 'meta'\n"
+              "assert not hasattr(ops, 'unused')\nprint('ok')\n")
     code = f"import sys; sys.path.insert(0, {str(tmp_path)!r})\n{script}"
     run = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True,
                          timeout=300, check=False)

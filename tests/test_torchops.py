@@ -132,3 +132,20 @@ def test_the_prefilter_finds_names_built_from_constants():
     assert may_register(b'OP = "ns::op"\ncustom_op(OP, mutates_args=())')
     # a call of that shape in a file with no operator name in it
     assert not may_register(b"self.impl(x)\nregister_fake(fn)")
+
+
+def test_what_a_library_object_defines_and_registers_is_in_its_namespace():
+    body = _module('_NS = "lib"\n'
+                   '_lib = torch.library.Library(_NS, "DEF")\n'
+                   '_lib.define("scale(Tensor x) -> Tensor")\n'
+                   '_lib.impl("scale", _scale_cpu, "CPU")\n'
+                   '@impl(_lib, "shift", "CPU")\ndef _shift(x):\n    return x\n'
+                   'torch.library.impl(_lib, "shift", "Meta")(_shift_meta)\n'
+                   '_lib.define("other::qualified(Tensor x) -> Tensor")\n'
+                   'other_lib.define("scale(Tensor x) -> Tensor")\n'
+                   '_lib = None\n'
+                   '_lib.define("after(Tensor x) -> Tensor")\n')
+    assert module_registrations(body) == [
+        {}, {}, {"lib::scale": True}, {"lib::scale": False}, {"lib::shift": False},
+        {"lib::shift": False}, {"other::qualified": True}, {}, {}, {}]
+    assert may_register(b'_lib = Library("lib", "DEF")\n_lib.define("scale(Tensor x) -> T")')

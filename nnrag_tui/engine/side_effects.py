@@ -1002,6 +1002,10 @@ class SideEffects:
                 node = (mkey, st.index)
                 if node in self.b.seen or st.kind == "script":
                     continue
+                if self.r.ops_registered_at(node):
+                    # what registers a torch operator comes with that operator, not with the
+                    # object it calls (``_lib.define("unused(Tensor x) -> Tensor")``)
+                    continue
                 roots, call, in_place = ms.patch_shape(st)
                 changed: set[BindKey] = set()
                 for name in roots or ():

@@ -36,6 +36,12 @@ A name is often built from a module constant rather than spelled out: a kernel m
 autograd function reads ``torch.ops.tg.permute_countsort``. An f-string, a ``+`` of strings or
 a name whose parts are string constants the module binds once at its top level
 (``string_constants``) give the operator's name as a literal does.
+
+Or the namespace is a library's: ``_lib = torch.library.Library("omnicoder_nnapi", "DEF")``,
+then ``_lib.define("mla(Tensor q, ...) -> Tensor")``, ``_lib.impl("mla", _mla_cpu, "CPU")`` or
+``@impl(_lib, "mla", "XLA")`` name the operator inside it (``module_registrations``). Such a
+statement registers that operator; it is not a change of ``_lib`` that comes with every use of
+it, so a library's other operators stay behind.
 """
 
 from __future__ import annotations
@@ -77,9 +83,19 @@ _METHODS = frozenset({
 })
 
 
+# a ``torch.library.Library`` made, and the methods of one that define an operator or register
+# something for it, by its name in the library's namespace
+_LIBRARY = re.compile(rb"""\bLibrary\(\s*(?:ns\s*=\s*)?[A-Za-z_"']""")
+_LIBRARY_METHODS = {"define": True, "impl": False, "_register_fake": False,
+                    "_impl_with_aoti_compile": False}
+# the operator a schema or an implementation names inside its library: ``scale(Tensor x) ->
+# Tensor``, ``scale``, ``scale.out``
+_LIBRARY_OP = re.compile(r"\s*([A-Za-z_]\w*)(?:\.\w+)?\s*(?:\(.*)?", re.DOTALL)
+
+
 def may_register(data: bytes) -> bool:
     """Whether a module's text may hold a statement registering a torch operator."""
-    return bool(MAY_REGISTER.search(data)) or (
+    return bool(MAY_REGISTER.search(data)) or bool(_LIBRARY.search(data)) or (
         bool(_BUILT_NAME.search(data)) and bool(_MAY_BUILD.search(data)))
 
 
@@ -204,18 +220,79 @@ def module_registrations(body: list[ast.stmt]) -> list[dict[str, bool]]:
     function ``@torch.library.custom_op("ns::twice", ...)`` made."""
     consts = string_constants(body)
     defined: dict[str, str] = {}
+    libraries: dict[str, str] = {}  # name -> the namespace of the Library it is bound to
     out: list[dict[str, bool]] = []
     for st in body:
         ops = registered_ops(st, consts)
         for name in _method_owners(st):
             if name in defined:
                 ops.setdefault(defined[name], False)
+        for op, defines in _library_ops(st, libraries, consts).items():
+            ops[op] = ops.get(op, False) or defines
         made = [op for op, defines in ops.items() if defines and not op.endswith("::*")]
+        namespace = _library_made(st, consts)
         for name in _top_level_binds(st):
             defined.pop(name, None)
+            libraries.pop(name, None)
             if len(made) == 1 and isinstance(st, (ast.FunctionDef, ast.Assign)):
                 defined[name] = made[0]
+            if namespace is not None:
+                libraries[name] = namespace
         out.append(ops)
+    return out
+
+
+def _library_made(node: ast.stmt, consts: Mapping[str, str]) -> str | None:
+    """The namespace of the ``torch.library.Library`` a statement binds one name to:
+    ``_lib = Library("omnicoder_nnapi", "DEF")``."""
+    if not (isinstance(node, ast.Assign) and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name) and isinstance(node.value, ast.Call)):
+        return None
+    name = dotted(node.value.func)
+    if not name or name.rsplit(".", 1)[-1] != "Library":
+        return None
+    first = [*node.value.args[:1], *(k.value for k in node.value.keywords if k.arg == "ns")]
+    text = _text(first[0], consts) if first else None
+    return text if text is not None and text.isidentifier() else None
+
+
+def _library_ops(node: ast.stmt, libraries: Mapping[str, str], consts: Mapping[str, str]
+                 ) -> dict[str, bool]:
+    """``NS::OP`` for each operator a statement defines or registers something for through a
+    ``Library`` of its module (``libraries``): ``_lib.define("scale(Tensor x) -> Tensor")``,
+    ``_lib.impl("scale", fn, "CPU")``, ``@impl(_lib, "shift", "CPU")``, and whether it
+    defines it."""
+    if not libraries:
+        return {}
+    calls: list[ast.Call] = [d for d in getattr(node, "decorator_list", ())
+                             if isinstance(d, ast.Call)]
+    value = getattr(node, "value", None)
+    if isinstance(node, (ast.Expr, ast.Assign, ast.AnnAssign)) and isinstance(value, ast.Call):
+        calls.append(value)
+        if isinstance(value.func, ast.Call):  # ``torch.library.impl(_lib, "op", "Meta")(fn)``
+            calls.append(value.func)
+    out: dict[str, bool] = {}
+    for call in calls:
+        func, args = call.func, call.args
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and \
+                func.value.id in libraries and func.attr in _LIBRARY_METHODS:
+            namespace, named, defines = libraries[func.value.id], args[:1], \
+                _LIBRARY_METHODS[func.attr]
+        elif args and isinstance(args[0], ast.Name) and args[0].id in libraries and \
+                (dotted(func) or "").rsplit(".", 1)[-1] in _REGISTERS:
+            namespace, named, defines = libraries[args[0].id], args[1:2], False
+        else:
+            continue
+        text = _text(named[0], consts) if named else None
+        m = _OP.fullmatch(text) if text is not None else None
+        if m:
+            op = f"{m.group(1)}::{m.group(2)}"
+        else:
+            m = _LIBRARY_OP.fullmatch(text) if text is not None else None
+            if not m:
+                continue
+            op = f"{namespace}::{m.group(1)}"
+        out[op] = out.get(op, False) or defines
     return out
 
 
