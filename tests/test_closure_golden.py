@@ -379,8 +379,8 @@ MUST = {
     # ... and where a ``torch.library.Library`` object defines it (``_lib.define("scale(...)")``),
     # its implementations registered through the library
     ("torch_ops_library", "Net"): [
-        '_lib = Library("nnrag_golden_lib", "DEF")\n_lib.define("scale(Tensor x) -> Tensor")\n'
-        '_lib.define("shift(Tensor x) -> Tensor")\n',
+        ('_lib = Library("nnrag_golden_lib", "DEF")\n_lib.define("scale(Tensor x) -> Tensor")\n'
+         '_lib.define("shift(Tensor x) -> Tensor")\n'),
         '_lib.impl("scale", _scale_cpu, "CPU")\n', '@impl(_lib, "shift", "CPU")\ndef _shift_cpu(',
         'torch.library.impl(_lib, "shift", "Meta")(_shift_meta)\n'],
     ("torch_ops", "Net"): [
@@ -1122,18 +1122,25 @@ def test_module_level_code_runs_at_the_first_import_inside_a_function(extracted,
         forget_upstream("dcpkg")
 
 
+def run_net_in_fresh_process(generated: str, tmp_path: Path, script: str) -> None:
+    """Writes a generated file as ``Net.py`` and runs ``script`` (which imports it and prints
+    ``ok``) in a fresh interpreter: torch's operators are global to a process, so only there
+    does nothing else registered what the file must."""
+    (tmp_path / "Net.py").write_text(generated)
+    code = f"import sys; sys.path.insert(0, {str(tmp_path)!r})\n{script}"
+    run = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True,
+                         timeout=300, check=False)
+    assert run.stdout.strip() == "ok", run.stderr
+
+
 def test_an_operator_the_block_reads_is_registered_in_a_fresh_process(extracted, tmp_path):
     """torch's operators are global to a process: in a fresh one, where nothing else has
     registered it, the file defines the operator it reads and computes with it."""
     res, _, _ = extracted("torch_ops", "Net")
     assert res.ok, res.error
-    (tmp_path / "Net.py").write_text(res.generated.code)
     script = ("import torch, Net\nnet = Net.Net()\nx = torch.randn(2, 8)\n"
               "assert torch.equal(net(x), 2 * net.fc(x))\nprint('ok')\n")
-    code = f"import sys; sys.path.insert(0, {str(tmp_path)!r})\n{script}"
-    run = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True,
-                         timeout=300, check=False)
-    assert run.stdout.strip() == "ok", run.stderr
+    run_net_in_fresh_process(res.generated.code, tmp_path, script)
 
 
 def test_an_operator_named_by_a_constant_is_registered_with_its_fake_and_gradient(
@@ -1143,17 +1150,13 @@ def test_an_operator_named_by_a_constant_is_registered_with_its_fake_and_gradien
     the block reads, the fake (a meta tensor goes through) and the gradient."""
     res, _, _ = extracted("torch_ops_named", "Net")
     assert res.ok, res.error
-    (tmp_path / "Net.py").write_text(res.generated.code)
     script = ("import torch, Net\nnet = Net.Net()\nx = torch.randn(2, 8)\n"
               "assert torch.allclose(net(x), net.fc(x))\n"
               "ops = torch.ops.nnrag_golden_named\n"
               "assert ops.twice(torch.empty(2, 8, device='meta')).device.type == 'meta'\n"
               "y = torch.ones(3, requires_grad=True)\nops.twice(y).sum().backward()\n"
               "assert y.grad.tolist() == [2.0, 2.0, 2.0]\nprint('ok')\n")
-    code = f"import sys; sys.path.insert(0, {str(tmp_path)!r})\n{script}"
-    run = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True,
-                         timeout=300, check=False)
-    assert run.stdout.strip() == "ok", run.stderr
+    run_net_in_fresh_process(res.generated.code, tmp_path, script)
 
 
 def test_an_operator_called_by_its_function_has_its_fake_and_gradient(extracted, tmp_path):
@@ -1162,17 +1165,13 @@ def test_an_operator_called_by_its_function_has_its_fake_and_gradient(extracted,
     gradient reaches the input) and traces on meta tensors, as upstream's does."""
     res, _, _ = extracted("torch_ops_called", "Net")
     assert res.ok, res.error
-    (tmp_path / "Net.py").write_text(res.generated.code)
     script = ("import torch, Net\nnet = Net.Net()\nx = torch.randn(2, 8, requires_grad=True)\n"
               "y = net(x)\nassert torch.allclose(y, net.fc(x))\ny.sum().backward()\n"
               "assert torch.allclose(x.grad, net.fc.weight.sum(0).expand(2, 8))\n"
               "ops = torch.ops.nnrag_golden_called\n"
               "assert ops.halve(torch.empty(2, 8, device='meta')).device.type == 'meta'\n"
               "print('ok')\n")
-    code = f"import sys; sys.path.insert(0, {str(tmp_path)!r})\n{script}"
-    run = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True,
-                         timeout=300, check=False)
-    assert run.stdout.strip() == "ok", run.stderr
+    run_net_in_fresh_process(res.generated.code, tmp_path, script)
 
 
 def test_an_operator_a_library_object_defines_is_defined_in_a_fresh_process(
@@ -1182,16 +1181,12 @@ def test_an_operator_a_library_object_defines_is_defined_in_a_fresh_process(
     implementations, and not the library's operator nothing reads."""
     res, _, _ = extracted("torch_ops_library", "Net")
     assert res.ok, res.error
-    (tmp_path / "Net.py").write_text(res.generated.code)
     script = ("import torch, Net\nnet = Net.Net()\nx = torch.randn(2, 8)\n"
               "assert torch.allclose(net(x), net.fc(x) * 3 + 1)\n"
               "ops = torch.ops.nnrag_golden_lib\n"
               "assert ops.shift(torch.empty(2, 8, device='meta')).device.type == 'meta'\n"
               "assert not hasattr(ops, 'unused')\nprint('ok')\n")
-    code = f"import sys; sys.path.insert(0, {str(tmp_path)!r})\n{script}"
-    run = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True,
-                         timeout=300, check=False)
-    assert run.stdout.strip() == "ok", run.stderr
+    run_net_in_fresh_process(res.generated.code, tmp_path, script)
 
 
 def test_a_registry_filled_by_a_folder_loop_has_what_upstream_registers(extracted):
