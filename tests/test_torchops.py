@@ -149,3 +149,8 @@ def test_what_a_library_object_defines_and_registers_is_in_its_namespace():
         {}, {}, {"lib::scale": True}, {"lib::scale": False}, {"lib::shift": False},
         {"lib::shift": False}, {"other::qualified": True}, {}, {}, {}]
     assert may_register(b'_lib = Library("lib", "DEF")\n_lib.define("scale(Tensor x) -> T")')
+    # torchrec's pallas/ops.py annotates its library
+    assert module_registrations(_module(
+        'lib: torch.library.Library = torch.library.Library("torchrec", "FRAGMENT")\n'
+        'lib.define("embedding_lookup(Tensor indices) -> Tensor")\n')) == [
+        {}, {"torchrec::embedding_lookup": True}]

@@ -975,8 +975,10 @@ class SideEffects:
                 name = f"torch.ops.{op.replace('::', '.')}"
                 regs = self._op_nodes.get(op)
                 if regs is None:
+                    loaded = self._loaded_with(node, found)
                     regs = self._op_nodes[op] = [(self.b.add(entry, i), defines)
-                                                 for entry, i, defines in found]
+                                                 for entry, i, defines in found
+                                                 if defines or entry.key in loaded]
                     defining = tuple(n for n, defines in regs if defines)
                     for n, defines in regs:
                         if not defines:
@@ -986,6 +988,18 @@ class SideEffects:
                     self.b.deps.append(Dependency(node, name, "definition", op, "registration",
                                                   1.0, True, tuple(n for n, _ in regs)))
         return len(self.b.order) > size
+
+    def _loaded_with(self, node: NodeId, found: list[tuple[ModuleEntry, int, bool]]
+                     ) -> set[tuple[str, str]]:
+        """The modules whose registrations of an operator run upstream where ``node`` does:
+        those upstream's import of its module runs, those the closure spans and those that
+        define the operator. torchrec's ``pallas/impl.py`` registers a TPU kernel for
+        ``torchrec::embedding_lookup`` and imports jax; its package loads it only on demand,
+        and a block reading the operator through ``pallas/ops.py`` runs without it."""
+        loaded = set(self.r.run_order(self.b.entries[node[0]]).marks)
+        loaded.update(self.b.modules)
+        loaded.update(entry.key for entry, _, defines in found if defines)
+        return loaded
 
     def add_patches(self) -> bool:
         """Module-level statements, in the modules the closure spans, that change one of its

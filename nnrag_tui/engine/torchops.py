@@ -12,9 +12,12 @@ A statement that reads ``torch.ops.NS.OP`` needs every module-level statement of
 that registers ``NS::OP`` through ``torch.library`` (``registered_ops``): a decorator or a call
 whose first argument (or ``name=``) is that string, or a schema starting with it
 (``torch.library.define("quanto::unpack(Tensor t, int bits) -> Tensor")``). Operators are
-global in torch, so where in the repository they are registered does not matter; which
-repository does, and only the reader's own is searched. What registers a fake, a gradient or
-a kernel goes after the statements defining the operator, as torch requires. A statement that
+global in torch, so the statements defining one may be anywhere in the reader's repository
+(only its own is searched). What registers a fake, a gradient or a kernel comes from the
+modules that run upstream where the reader does (those its module's import runs, those the
+closure spans, those defining the operator): torchrec's ``pallas/impl.py`` registers a TPU
+kernel, imports jax and is loaded only where that device is. It goes after the statements
+defining the operator, as torch requires. A statement that
 itself registers something for ``NS::OP`` needs them too: a block that calls ``halve``, the
 function ``@torch.library.custom_op("ns::halve", ...)`` made, needs what registers its fake and
 gradient (``torch.library.register_autograd("ns::halve", ...)``, ``@halve.register_fake``), or
@@ -244,14 +247,17 @@ def module_registrations(body: list[ast.stmt]) -> list[dict[str, bool]]:
 
 def _library_made(node: ast.stmt, consts: Mapping[str, str]) -> str | None:
     """The namespace of the ``torch.library.Library`` a statement binds one name to:
-    ``_lib = Library("omnicoder_nnapi", "DEF")``."""
-    if not (isinstance(node, ast.Assign) and len(node.targets) == 1
-            and isinstance(node.targets[0], ast.Name) and isinstance(node.value, ast.Call)):
+    ``_lib = Library("omnicoder_nnapi", "DEF")``, or torchrec's ``lib: torch.library.Library =
+    torch.library.Library("torchrec", "FRAGMENT")``."""
+    target = node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else \
+        node.target if isinstance(node, ast.AnnAssign) else None
+    value = getattr(node, "value", None)
+    if not isinstance(target, ast.Name) or not isinstance(value, ast.Call):
         return None
-    name = dotted(node.value.func)
+    name = dotted(value.func)
     if not name or name.rsplit(".", 1)[-1] != "Library":
         return None
-    first = [*node.value.args[:1], *(k.value for k in node.value.keywords if k.arg == "ns")]
+    first = [*value.args[:1], *(k.value for k in value.keywords if k.arg == "ns")]
     text = _text(first[0], consts) if first else None
     return text if text is not None and text.isidentifier() else None
 
