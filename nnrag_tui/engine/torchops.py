@@ -17,9 +17,9 @@ global in torch, so the statements defining one may be anywhere in the reader's 
 modules that run upstream where the reader does (those its module's import runs, those the
 closure spans, those defining the operator): torchrec's ``pallas/impl.py`` registers a TPU
 kernel, imports jax and is loaded only where that device is. It goes after the statements
-defining the operator, as torch requires. A statement that
-itself registers something for ``NS::OP`` needs them too: a block that calls ``halve``, the
-function ``@torch.library.custom_op("ns::halve", ...)`` made, needs what registers its fake and
+defining the operator, as torch requires. A statement that itself registers something for
+``NS::OP`` needs them too: a block that calls ``halve``, the function
+``@torch.library.custom_op("ns::halve", ...)`` made, needs what registers its fake and
 gradient (``torch.library.register_autograd("ns::halve", ...)``, ``@halve.register_fake``), or
 ``backward`` and tracing raise where upstream's run; and an implementation the closure holds
 (``@torch.library.impl("ns::op", "Meta")``) needs the ``define`` before it. An operator that
@@ -192,10 +192,7 @@ def registered_ops(node: ast.stmt, consts: Mapping[str, str] | None = None
     """``NS::OP`` for each operator a module-level statement defines or registers something
     for through ``torch.library``, and whether it defines it; ``consts``: the module's
     ``string_constants``, for names built from them."""
-    calls = [d for d in getattr(node, "decorator_list", ()) if isinstance(d, ast.Call)]
-    value = getattr(node, "value", None)
-    if isinstance(node, (ast.Expr, ast.Assign, ast.AnnAssign)) and isinstance(value, ast.Call):
-        calls.append(value)
+    calls = [c for c in _run_calls(node) if isinstance(c, ast.Call)]
     out: dict[str, bool] = {}
     for call in calls:
         name = dotted(call.func)
@@ -270,13 +267,9 @@ def _library_ops(node: ast.stmt, libraries: Mapping[str, str], consts: Mapping[s
     defines it."""
     if not libraries:
         return {}
-    calls: list[ast.Call] = [d for d in getattr(node, "decorator_list", ())
-                             if isinstance(d, ast.Call)]
-    value = getattr(node, "value", None)
-    if isinstance(node, (ast.Expr, ast.Assign, ast.AnnAssign)) and isinstance(value, ast.Call):
-        calls.append(value)
-        if isinstance(value.func, ast.Call):  # ``torch.library.impl(_lib, "op", "Meta")(fn)``
-            calls.append(value.func)
+    calls = [c for c in _run_calls(node) if isinstance(c, ast.Call)]
+    # ``torch.library.impl(_lib, "op", "Meta")(fn)``: the call that names the operator
+    calls += [c.func for c in calls if isinstance(c.func, ast.Call)]
     out: dict[str, bool] = {}
     for call in calls:
         func, args = call.func, call.args
@@ -302,15 +295,21 @@ def _library_ops(node: ast.stmt, libraries: Mapping[str, str], consts: Mapping[s
     return out
 
 
+def _run_calls(node: ast.stmt) -> list[ast.expr]:
+    """What a top-level statement itself calls as it runs, as written: its decorators (bare
+    ones too) and the value of an expression statement or assignment."""
+    out: list[ast.expr] = list(getattr(node, "decorator_list", ()))
+    value = getattr(node, "value", None)
+    if isinstance(node, (ast.Expr, ast.Assign, ast.AnnAssign)) and value is not None:
+        out.append(value)
+    return out
+
+
 def _method_owners(node: ast.stmt) -> list[str]:
     """``NAME`` for each ``NAME.register_…`` a statement calls as it runs: a decorator, or the
     call a statement is (or assigns)."""
-    calls: list[ast.expr] = list(getattr(node, "decorator_list", ()))
-    value = getattr(node, "value", None)
-    if isinstance(node, (ast.Expr, ast.Assign, ast.AnnAssign)) and value is not None:
-        calls.append(value)
     out: list[str] = []
-    for call in calls:
+    for call in _run_calls(node):
         func = call.func if isinstance(call, ast.Call) else call
         if isinstance(func, ast.Attribute) and func.attr in _METHODS and \
                 isinstance(func.value, ast.Name):
