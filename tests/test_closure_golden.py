@@ -383,6 +383,14 @@ MUST = {
          '_lib.define("shift(Tensor x) -> Tensor")\n'),
         '_lib.impl("scale", _scale_cpu, "CPU")\n', '@impl(_lib, "shift", "CPU")\ndef _shift_cpu(',
         'torch.library.impl(_lib, "shift", "Meta")(_shift_meta)\n'],
+    # ... and where module-level ``if``, ``try`` and ``for`` statements register it (unsloth's
+    # ``if _TRACEABLE:`` around its kernels): the whole statement, its guard kept
+    ("torch_ops_guarded", "Net"): [
+        'if _TRACEABLE:\n\n    @torch.library.custom_op("nnrag_golden_guarded::twice"',
+        "    _twice_op.register_autograd(_twice_backward)\n",
+        ('except RuntimeError:\n    _lib = torch.library.Library("nnrag_golden_guarded", '
+         '"FRAGMENT")\n'),
+        'for _key in ("CPU", "Meta"):\n    _lib.impl("shift", _shift, _key)\n'],
     ("torch_ops", "Net"): [
         '@torch.library.custom_op("nnrag_golden::scale", mutates_args=())\ndef scale(',
         'torch.library.register_autograd("nnrag_golden::scale", _scale_backward)\n',
@@ -682,6 +690,7 @@ MUST_NOT = {
     ("guarded_reexport", "Net"): ["\nfrom nnrag_missing_six"],
     ("torch_ops", "Net"): ["nnrag_golden::unused", "fast_fake"],
     ("torch_ops_named", "Net"): ["::unused", "defined by no statement"],
+    ("torch_ops_guarded", "Net"): ["unused", "import kernels", "defined by no statement"],
     ("torch_ops_library", "Net"): ["unused(", "nnrag_golden_lib_other", "noop(",
                                    "defined by no statement", "nnrag_missing_jax", "_scale_tpu"],
     ("guarded_star", "Net"): ["import *", "from gspkg", "import gspkg", "class FastLIF"],
@@ -1185,6 +1194,23 @@ def test_an_operator_a_library_object_defines_is_defined_in_a_fresh_process(
               "assert torch.allclose(net(x), net.fc(x) * 3 + 1)\n"
               "ops = torch.ops.nnrag_golden_lib\n"
               "assert ops.shift(torch.empty(2, 8, device='meta')).device.type == 'meta'\n"
+              "assert not hasattr(ops, 'unused')\nprint('ok')\n")
+    run_net_in_fresh_process(res.generated.code, tmp_path, script)
+
+
+def test_operators_registered_under_module_level_guards_are_defined_in_a_fresh_process(
+        extracted, tmp_path):
+    """A block reads operators that a module-level ``if``, ``try`` and ``for`` register: in a
+    fresh process the file defines both, with the gradient, the CPU and the Meta kernel, and
+    not the operator another guard defines that nothing reads."""
+    res, _, _ = extracted("torch_ops_guarded", "Net")
+    assert res.ok, res.error
+    script = ("import torch, Net\nnet = Net.Net()\nx = torch.randn(2, 8)\n"
+              "assert torch.allclose(net(x), net.fc(x) * 2 + 1)\n"
+              "ops = torch.ops.nnrag_golden_guarded\n"
+              "assert ops.shift(torch.empty(2, 8, device='meta')).device.type == 'meta'\n"
+              "y = torch.ones(3, requires_grad=True)\nops.twice(y).sum().backward()\n"
+              "assert y.grad.tolist() == [2.0, 2.0, 2.0]\n"
               "assert not hasattr(ops, 'unused')\nprint('ok')\n")
     run_net_in_fresh_process(res.generated.code, tmp_path, script)
 

@@ -154,3 +154,33 @@ def test_what_a_library_object_defines_and_registers_is_in_its_namespace():
         'lib: torch.library.Library = torch.library.Library("torchrec", "FRAGMENT")\n'
         'lib.define("embedding_lookup(Tensor indices) -> Tensor")\n')) == [
         {}, {"torchrec::embedding_lookup": True}]
+
+
+def test_what_a_module_level_if_try_with_or_for_registers_is_that_statement_s():
+    # unsloth's ``if _TRACEABLE:`` holds an operator, its gradient and a later one; a ``try``
+    # falls back to another library; bitsandbytes' CPU kernels sit under an ``if``
+    body = _module('if _TRACEABLE:\n'
+                   '    @torch.library.triton_op("unsloth::rope", mutates_args=())\n'
+                   '    def _rope_op(q):\n        return q\n'
+                   '    _rope_op.register_autograd(bw, setup_context=sc)\n'
+                   'else:\n'
+                   '    torch.library.define("unsloth::plain(Tensor x) -> Tensor")\n'
+                   '_rope_op.register_fake(_fake)\n'
+                   'try:\n'
+                   '    _lib = torch.library.Library("tv", "DEF")\n'
+                   'except RuntimeError:\n'
+                   '    _lib = torch.library.Library("tv", "FRAGMENT")\n'
+                   'finally:\n'
+                   '    pass\n'
+                   'with warnings.catch_warnings():\n'
+                   '    _lib.define("nms(Tensor x) -> Tensor")\n'
+                   'for _key in ("CPU", "Meta"):\n'
+                   '    if HAS_KERNEL:\n'
+                   '        _lib.impl("nms", _nms, _key)\n'
+                   'def f():\n'
+                   '    torch.library.define("unsloth::inside(Tensor x) -> Tensor")\n'
+                   'class C:\n'
+                   '    torch.library.define("unsloth::in_class(Tensor x) -> Tensor")\n')
+    assert module_registrations(body) == [
+        {"unsloth::rope": True, "unsloth::plain": True}, {"unsloth::rope": False}, {},
+        {"tv::nms": True}, {"tv::nms": False}, {}, {}]

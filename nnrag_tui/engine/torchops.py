@@ -222,23 +222,53 @@ def module_registrations(body: list[ast.stmt]) -> list[dict[str, bool]]:
     defined: dict[str, str] = {}
     libraries: dict[str, str] = {}  # name -> the namespace of the Library it is bound to
     out: list[dict[str, bool]] = []
-    for st in body:
-        ops = registered_ops(st, consts)
-        for name in _method_owners(st):
-            if name in defined:
-                ops.setdefault(defined[name], False)
-        for op, defines in _library_ops(st, libraries, consts).items():
-            ops[op] = ops.get(op, False) or defines
-        made = [op for op, defines in ops.items() if defines and not op.endswith("::*")]
-        namespace = _library_made(st, consts)
-        for name in _top_level_binds(st):
-            defined.pop(name, None)
-            libraries.pop(name, None)
-            if len(made) == 1 and isinstance(st, (ast.FunctionDef, ast.Assign)):
-                defined[name] = made[0]
-            if namespace is not None:
-                libraries[name] = namespace
+    for top in body:
+        ops: dict[str, bool] = {}
+        for st in _run_statements(top):
+            own = registered_ops(st, consts)
+            for name in _method_owners(st):
+                if name in defined:
+                    own.setdefault(defined[name], False)
+            for op, defines in _library_ops(st, libraries, consts).items():
+                own[op] = own.get(op, False) or defines
+            made = [op for op, defines in own.items() if defines and not op.endswith("::*")]
+            namespace = _library_made(st, consts)
+            for name in _top_level_binds(st):
+                defined.pop(name, None)
+                libraries.pop(name, None)
+                if len(made) == 1 and isinstance(st, (ast.FunctionDef, ast.Assign)):
+                    defined[name] = made[0]
+                if namespace is not None:
+                    libraries[name] = namespace
+            for op, defines in own.items():
+                ops[op] = ops.get(op, False) or defines
         out.append(ops)
+    return out
+
+
+# the statements whose bodies run as the module loads, in the order written
+_RUNS_BODIES = (ast.If, ast.Try, ast.TryStar, ast.With, ast.For)
+
+
+def _run_statements(node: ast.stmt) -> list[ast.stmt]:
+    """A top-level statement, or the statements inside its module-level ``if``, ``try``,
+    ``with`` or ``for``, in the order written: unsloth's ``if _TRACEABLE:`` holds the
+    ``@torch.library.triton_op("unsloth::rope_embedding", ...)`` function and its
+    ``register_autograd``, bitsandbytes' ``if not isinstance(lib,
+    ErrorHandlerMockBNBNativeLibrary):`` its CPU kernels. Not the bodies of functions and
+    classes, which run when called."""
+    if not isinstance(node, _RUNS_BODIES):
+        return [node]
+    out: list[ast.stmt] = []
+    if isinstance(node, ast.For):
+        blocks = [node.body, node.orelse]
+    elif isinstance(node, (ast.Try, ast.TryStar)):
+        blocks = [node.body, *(h.body for h in node.handlers), node.orelse, node.finalbody]
+    else:
+        blocks = [node.body, getattr(node, "orelse", [])]
+    for block in blocks:
+        for st in block:
+            out.extend(_run_statements(st))
     return out
 
 
