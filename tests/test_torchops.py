@@ -184,3 +184,14 @@ def test_what_a_module_level_if_try_with_or_for_registers_is_that_statement_s():
     assert module_registrations(body) == [
         {"unsloth::rope": True, "unsloth::plain": True}, {"unsloth::rope": False}, {},
         {"tv::nms": True}, {"tv::nms": False}, {}, {}]
+
+
+def test_a_registration_applied_to_a_function_by_a_second_call_counts():
+    # bitsandbytes' backends/default/ops.py
+    assert registered_ops(_stmt('register_kernel("bitsandbytes::gemm_4bit", "default")'
+                                '(_gemm_4bit_default_impl)')) == {"bitsandbytes::gemm_4bit": False}
+    assert registered_ops(_stmt('torch.library.register_fake("ns::op")(_fake)')) == {
+        "ns::op": False}
+    assert module_registrations(_module(
+        '@torch.library.custom_op("ns::twice", mutates_args=())\ndef twice(x):\n    return x\n'
+        'twice.register_fake(_fake)\n')) == [{"ns::twice": True}, {"ns::twice": False}]

@@ -16,8 +16,21 @@ from nnrag_tui.engine.bindings import ModuleEntry, ModuleIndex
 Edges = dict[tuple[str, str], list[ModuleEntry]]
 
 
+# which guarded module-level imports a walk follows (engine.facts.Guard.kind): all, those under
+# no ``if`` (a ``try`` or ``with`` taken to run through), or only those under no guard at all;
+# ``if TYPE_CHECKING:`` never
+ALL, NO_IF, UNGUARDED = "all", "no-if", "unguarded"
+
+
+def follows(kind: str, guards: str) -> bool:
+    """Whether a walk following ``guards`` follows an import under a guard of ``kind``."""
+    if kind == "type_checking":
+        return False
+    return guards == ALL or not kind or guards == NO_IF and kind != "if"
+
+
 def imported_along(index: ModuleIndex, start: Iterable[ModuleEntry], edges: Edges,
-                   is_external: Callable[[str], bool], unguarded: bool = False
+                   is_external: Callable[[str], bool], guards: str = ALL
                    ) -> dict[tuple[str, str], list[str]]:
     """Every corpus module that importing the ``start`` modules runs (their packages'
     ``__init__`` and, transitively, what each imports at module level, guarded imports
@@ -25,9 +38,11 @@ def imported_along(index: ModuleIndex, start: Iterable[ModuleEntry], edges: Edge
     to it from a start module. An import leads into another repository of the corpus where the
     importing module's own repository has no module of that name, as engine.bindings resolves
     it: mmdet's ``from mmcv.ops import ...`` runs ``mmcv/ops/__init__.py``, which registers
-    ``DCNv2``. ``edges`` caches each module's direct ones. ``unguarded``: only imports under
-    no ``try``, ``if`` or ``with``, which upstream's import certainly runs (``edges`` then
-    caches those)."""
+    ``DCNv2``. ``edges`` caches each module's direct ones, through the imports ``guards``
+    follows: ``UNGUARDED``, only those under no ``try``, ``if`` or ``with``, which upstream's
+    import certainly runs; ``NO_IF``, not those under an ``if`` either, which upstream runs
+    only where its condition holds (bitsandbytes' ``if torch.cuda.is_available(): from
+    .backends.cuda import ops``)."""
     seen: dict[tuple[str, str], list[str]] = {}
     queue: deque[ModuleEntry] = deque()
     for e in sorted(start, key=lambda e: e.key):
@@ -39,7 +54,7 @@ def imported_along(index: ModuleIndex, start: Iterable[ModuleEntry], edges: Edge
         chain = seen[e.key]
         out = edges.get(e.key)
         if out is None:
-            out = edges[e.key] = _imports_run(index, e, is_external, unguarded)
+            out = edges[e.key] = _imports_run(index, e, is_external, guards)
         for found in out:
             if found.key not in seen:
                 seen[found.key] = [*chain, found.module]
@@ -48,14 +63,13 @@ def imported_along(index: ModuleIndex, start: Iterable[ModuleEntry], edges: Edge
 
 
 def _imports_run(index: ModuleIndex, e: ModuleEntry, is_external: Callable[[str], bool],
-                 unguarded: bool = False) -> list[ModuleEntry]:
+                 guards: str = ALL) -> list[ModuleEntry]:
     """The corpus modules that importing ``e`` runs directly: its packages, and what its
     module-level imports name (with their packages), from ``e``'s own source where it has
-    them (``unguarded``: only imports under no guard)."""
+    them (only the imports ``guards`` follows)."""
     modules = _runs_first(e.module)
     for rec in e.facts.imports:
-        if rec.guard.kind == "type_checking" or not rec.target \
-                or unguarded and rec.guard.kind:
+        if not rec.target or not follows(rec.guard.kind, guards):
             continue
         for target in [rec.target] + ([f"{rec.target}.{rec.name}"] if rec.name else []):
             modules += [*_runs_first(target), target]

@@ -48,7 +48,14 @@ from nnrag_tui.engine.extensions import compiled_on_disk
 from nnrag_tui.engine.facts import Block, ImportRecord
 from nnrag_tui.engine.flow import definitely_bound
 from nnrag_tui.engine.import_locations import handed_lists, location_notes
-from nnrag_tui.engine.imported_along import Edges, RunOrder, imported_along
+from nnrag_tui.engine.imported_along import (
+    ALL,
+    NO_IF,
+    UNGUARDED,
+    Edges,
+    RunOrder,
+    imported_along,
+)
 from nnrag_tui.engine.lazyattr import read_sites
 from nnrag_tui.engine.modsource import (
     ModuleSource,
@@ -116,15 +123,16 @@ class Resolver:
         self.subclass_fills: dict[object, tuple[tuple[BindKey, ...], frozenset[str]]] = {}
         # module -> (line, what) of its statements importing a folder's modules by name
         self._folder_imports: dict[tuple[str, str], list[tuple[int, FolderImport]]] = {}
-        self.import_edges: Edges = {}  # module -> the modules importing it runs directly
-        self.unguarded_edges: Edges = {}  # the same through imports under no guard only
+        # imported_along.ALL -> module -> the modules importing it runs directly; the same
+        # through the imports imported_along.NO_IF and UNGUARDED follow
+        self.import_edges: dict[str, Edges] = {ALL: {}, NO_IF: {}, UNGUARDED: {}}
         # (module, statement line) -> the config ``type`` keys it names (engine.config_keys)
         self.type_keys: dict[tuple[tuple[str, str], int], frozenset[str]] = {}
         self._run_orders: dict[tuple[str, str], RunOrder] = {}
         # module -> what running it does (engine.imported_along.RunOrder), shared by the orders
         self._run_steps: dict[tuple[str, str], list[tuple[str, object]]] = {}
-        self._along: dict[tuple[str, str], dict[tuple[str, str], list[str]]] = {}
-        self._unguarded_along: dict[tuple[str, str], dict[tuple[str, str], list[str]]] = {}
+        self._along: dict[str, dict[tuple[str, str], dict[tuple[str, str], list[str]]]] = {
+            ALL: {}, NO_IF: {}, UNGUARDED: {}}
         self._mentions: dict[tuple[tuple[str, str], str], bool] = {}
         # string -> the pattern of a call with it as first argument (``passes_literal``)
         self._first_arguments: dict[str, re.Pattern[bytes]] = {}
@@ -144,17 +152,17 @@ class Resolver:
                                                          self._run_steps)
         return hit
 
-    def imported_along_of(self, entry: ModuleEntry, unguarded: bool = False
+    def imported_along_of(self, entry: ModuleEntry, guards: str = ALL
                           ) -> dict[tuple[str, str], list[str]]:
         """Every corpus module upstream's import of ``entry`` runs, each with its chain of
-        imports (engine.imported_along); ``unguarded``: only those it runs through imports
-        under no ``try``, ``if`` or ``with``, certainly, wherever it imports at all. Cached."""
-        cache, edges = (self._unguarded_along, self.unguarded_edges) if unguarded else (
-            self._along, self.import_edges)
+        imports (engine.imported_along), through the guarded imports ``guards`` follows
+        (``UNGUARDED``: those it runs certainly, wherever it imports at all). Cached."""
+        cache = self._along[guards]
         hit = cache.get(entry.key)
         if hit is None:
-            hit = cache[entry.key] = imported_along(self.index, [entry], edges,
-                                                    self.is_external, unguarded)
+            hit = cache[entry.key] = imported_along(self.index, [entry],
+                                                    self.import_edges[guards],
+                                                    self.is_external, guards)
         return hit
 
     def is_external(self, module: str) -> bool:
@@ -810,6 +818,7 @@ class _ClosureBuilder:
         self.effects.note_imports_by_name(nodes)
         self.effects.note_package_fillers(nodes)
         self.effects.note_undefined_ops(nodes)
+        self.effects.note_conditional_ops(nodes)
         crlf = sorted({self.entries[n[0]].facts.relpath for n in nodes
                        if self.modules[n[0]].crlf})
         if crlf:
@@ -831,7 +840,7 @@ class _ClosureBuilder:
         if self._run_at_import is None:
             lazy = any(d.how in ("local-import", "guarded") for d in self.deps)
             self._run_at_import = frozenset(
-                k for k in self.r.imported_along_of(self.entry, unguarded=True)
+                k for k in self.r.imported_along_of(self.entry, UNGUARDED)
                 if k in self.modules) if lazy else frozenset()
         return self._run_at_import
 

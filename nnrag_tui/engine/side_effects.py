@@ -24,7 +24,7 @@ from nnrag_tui.engine.bindings import ModuleEntry
 from nnrag_tui.engine.closure import BindKey, Dependency, ExternalImport, NodeId
 from nnrag_tui.engine.config_keys import registrations, split_scope, type_keys
 from nnrag_tui.engine.import_locations import call_of, handed_lists
-from nnrag_tui.engine.imported_along import imported_along
+from nnrag_tui.engine.imported_along import ALL, NO_IF, imported_along
 from nnrag_tui.engine.membership import (
     fills_only,
     identity_uses_only,
@@ -110,6 +110,9 @@ class SideEffects:
         self._op_nodes: dict[str, list[tuple[NodeId, bool]]] = {}
         # operator no statement of the reader's repository defines by name -> its readers
         self.undefined_ops: dict[str, list[NodeId]] = {}
+        # operator -> the modules registering something for it that upstream's import of its
+        # reader runs only under an ``if``, left out (_loaded_with), each with that chain
+        self.conditional_ops: dict[str, dict[tuple[str, str], list[str]]] = {}
         self.patches: dict[BindKey, list[NodeId]] = {}  # definition -> statements changing it
         # modules imported by computed name (engine.dynimport) -> the statement importing them
         self.by_name: dict[tuple[str, str], str] = {}
@@ -380,7 +383,7 @@ class SideEffects:
             return False
         self._keys_sought |= set(sought)
         spanned = [self.index.entries[k] for k in self.b.modules if k in self.index.entries]
-        along = imported_along(self.index, spanned, self.r.import_edges,
+        along = imported_along(self.index, spanned, self.r.import_edges[ALL],
                                self.r.is_external)
         literals = sorted({literal for _, literal in sought})
         added = False
@@ -476,7 +479,7 @@ class SideEffects:
         if self._config_state is not None and regs != self._config_state[2]:
             self._config_searched.clear()
         self._config_state = state
-        along = imported_along(self.index, spanned, self.r.import_edges,
+        along = imported_along(self.index, spanned, self.r.import_edges[ALL],
                                self.r.is_external)
         added = False
         for mkey, chain in along.items():
@@ -941,6 +944,30 @@ class SideEffects:
                 f"{'they exist' if many else 'it exists'} only once that has run (the package "
                 f"that defines {'them' if many else 'it'} installed and imported)")
 
+    def note_conditional_ops(self, nodes: list[NodeId]) -> None:
+        """The registrations for operators the file has (``conditional_ops``) that upstream
+        runs only where an ``if`` holds as its package imports, left out: said in one note of
+        the header, with the chain of imports that reaches the first such module."""
+        included = set(nodes)
+        ops: list[str] = []
+        chains: dict[tuple[str, str], list[str]] = {}
+        for op, modules in sorted(self.conditional_ops.items()):
+            if any(n in included for n, _ in self._op_nodes.get(op, ())):
+                ops.append(op)
+                chains.update(modules)
+        if not ops:
+            return
+        paths = sorted((self.index.entries[k].facts.relpath, k) for k in chains)
+        many, plural = len(paths) > 1, len(ops) > 1
+        self.b.notes.append(
+            f"the kernels that {_listed([p for p, _ in paths])} register"
+            f"{'' if many else 's'} for the torch operator{'s' if plural else ''} "
+            f"{_listed(ops)} are not inlined: upstream's import runs "
+            f"{'those modules' if many else 'that module'} only under an `if` (a device or a "
+            f"package present; {' -> '.join(chains[paths[0][1]])}), and here "
+            f"{'those operators run' if plural else 'the operator runs'} with the kernels the "
+            f"file registers")
+
     def add_op_registrations(self) -> bool:
         """The statements registering the torch operators that included statements read as
         ``torch.ops.NS.OP`` or register something for themselves (engine.torchops), from the
@@ -975,7 +1002,7 @@ class SideEffects:
                 name = f"torch.ops.{op.replace('::', '.')}"
                 regs = self._op_nodes.get(op)
                 if regs is None:
-                    loaded = self._loaded_with(node, found)
+                    loaded = self._loaded_with(node, op, found)
                     regs = self._op_nodes[op] = [(self.b.add(entry, i), defines)
                                                  for entry, i, defines in found
                                                  if defines or entry.key in loaded]
@@ -989,16 +1016,26 @@ class SideEffects:
                                                   1.0, True, tuple(n for n, _ in regs)))
         return len(self.b.order) > size
 
-    def _loaded_with(self, node: NodeId, found: list[tuple[ModuleEntry, int, bool]]
+    def _loaded_with(self, node: NodeId, op: str, found: list[tuple[ModuleEntry, int, bool]]
                      ) -> set[tuple[str, str]]:
-        """The modules whose registrations of an operator run upstream where ``node`` does:
-        those upstream's import of its module runs, those the closure spans and those that
-        define the operator. torchrec's ``pallas/impl.py`` registers a TPU kernel for
-        ``torchrec::embedding_lookup`` and imports jax; its package loads it only on demand,
-        and a block reading the operator through ``pallas/ops.py`` runs without it."""
-        loaded = set(self.r.run_order(self.b.entries[node[0]]).marks)
+        """The modules whose registrations of operator ``op`` run upstream where ``node``
+        does: those upstream's import of its module runs through imports under no ``if``,
+        those the closure spans and those that define the operator. torchrec's
+        ``pallas/impl.py`` registers a TPU kernel for ``torchrec::embedding_lookup`` and
+        imports jax; its package loads it only on demand, and a block reading the operator
+        through ``pallas/ops.py`` runs without it. bitsandbytes' ``__init__`` imports its CUDA
+        kernels only ``if torch.cuda.is_available():``, and ``backends/cuda/ops.py`` reads
+        ``torch._C._cuda_getCurrentRawStream`` as it loads, which a CPU build of torch has
+        not: such a module is left out, as upstream leaves it out where the condition fails,
+        and the header says so (``conditional_ops``)."""
+        entry = self.b.entries[node[0]]
+        loaded = set(self.r.imported_along_of(entry, NO_IF))
         loaded.update(self.b.modules)
-        loaded.update(entry.key for entry, _, defines in found if defines)
+        loaded.update(e.key for e, _, defines in found if defines)
+        along = self.r.imported_along_of(entry)
+        for e, _, _ in found:
+            if e.key not in loaded and e.key in along:
+                self.conditional_ops.setdefault(op, {})[e.key] = along[e.key]
         return loaded
 
     def add_patches(self) -> bool:
@@ -1323,3 +1360,10 @@ class SideEffects:
             return sorted({n.id for d in decos for n in treewalk.walk(d)
                            if isinstance(n, ast.Name)})
         return sorted(ms.uses(st).load)
+
+
+def _listed(items: list[str], shown: int = 4) -> str:
+    """``a, b and c``, or the first ``shown`` and how many more."""
+    if len(items) > shown:
+        return f"{', '.join(items[:shown])} and {len(items) - shown} more"
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"

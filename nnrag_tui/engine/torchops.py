@@ -14,10 +14,14 @@ whose first argument (or ``name=``) is that string, or a schema starting with it
 (``torch.library.define("quanto::unpack(Tensor t, int bits) -> Tensor")``). Operators are
 global in torch, so the statements defining one may be anywhere in the reader's repository
 (only its own is searched). What registers a fake, a gradient or a kernel comes from the
-modules that run upstream where the reader does (those its module's import runs, those the
-closure spans, those defining the operator): torchrec's ``pallas/impl.py`` registers a TPU
-kernel, imports jax and is loaded only where that device is. It goes after the statements
-defining the operator, as torch requires. A statement that itself registers something for
+modules that run upstream where the reader does (those its module's import runs through
+imports under no ``if``, those the closure spans, those defining the operator): torchrec's
+``pallas/impl.py`` registers a TPU kernel, imports jax and is loaded only where that device
+is; bitsandbytes imports its CUDA kernels only ``if torch.cuda.is_available():``, and the
+header says they stay behind. It goes after the statements defining the operator, as torch
+requires. A statement counts with what it runs: a module-level ``if``, ``try``, ``with`` or
+``for`` registers what the statements in it do (unsloth's ``if _TRACEABLE:`` around its
+``triton_op`` kernels), and comes whole, its guard kept. A statement that itself registers something for
 ``NS::OP`` needs them too: a block that calls ``halve``, the function
 ``@torch.library.custom_op("ns::halve", ...)`` made, needs what registers its fake and
 gradient (``torch.library.register_autograd("ns::halve", ...)``, ``@halve.register_fake``), or
@@ -298,8 +302,6 @@ def _library_ops(node: ast.stmt, libraries: Mapping[str, str], consts: Mapping[s
     if not libraries:
         return {}
     calls = [c for c in _run_calls(node) if isinstance(c, ast.Call)]
-    # ``torch.library.impl(_lib, "op", "Meta")(fn)``: the call that names the operator
-    calls += [c.func for c in calls if isinstance(c.func, ast.Call)]
     out: dict[str, bool] = {}
     for call in calls:
         func, args = call.func, call.args
@@ -327,11 +329,14 @@ def _library_ops(node: ast.stmt, libraries: Mapping[str, str], consts: Mapping[s
 
 def _run_calls(node: ast.stmt) -> list[ast.expr]:
     """What a top-level statement itself calls as it runs, as written: its decorators (bare
-    ones too) and the value of an expression statement or assignment."""
+    ones too) and the value of an expression statement or assignment, and the call that makes
+    what such a call calls (bitsandbytes' ``register_kernel("bitsandbytes::gemm_4bit",
+    "default")(_gemm_4bit_default_impl)``, ``torch.library.impl(_lib, "op", "Meta")(fn)``)."""
     out: list[ast.expr] = list(getattr(node, "decorator_list", ()))
     value = getattr(node, "value", None)
     if isinstance(node, (ast.Expr, ast.Assign, ast.AnnAssign)) and value is not None:
         out.append(value)
+    out += [c.func for c in out if isinstance(c, ast.Call) and isinstance(c.func, ast.Call)]
     return out
 
 
