@@ -397,6 +397,11 @@ MUST = {
          "nnrag_golden_guarded::shift are not inlined: upstream's import runs that module only "
          "under an `if` (a device or a package present; guardops.net -> guardops -> "
          "guardops.cuda_kernels)")],
+    # ... and where the module names ``torch.library``'s functions otherwise (flash-attn's
+    # ``_torch_custom_op_wrapper = torch.library.custom_op``)
+    ("torch_ops_alias", "Net"): [
+        '@_torch_register_fake_wrapper("nnrag_golden_alias::scale")\ndef _scale_fake(',
+        'torch.library.register_autograd("nnrag_golden_alias::scale", _scale_backward)\n'],
     ("torch_ops", "Net"): [
         '@torch.library.custom_op("nnrag_golden::scale", mutates_args=())\ndef scale(',
         'torch.library.register_autograd("nnrag_golden::scale", _scale_backward)\n',
@@ -696,6 +701,7 @@ MUST_NOT = {
     ("guarded_reexport", "Net"): ["\nfrom nnrag_missing_six"],
     ("torch_ops", "Net"): ["nnrag_golden::unused", "fast_fake"],
     ("torch_ops_named", "Net"): ["::unused", "defined by no statement"],
+    ("torch_ops_alias", "Net"): ["_unused", "defined by no statement"],
     ("torch_ops_guarded", "Net"): ["unused", "import kernels", "defined by no statement",
                                    "_get_raw_stream", "_shift_cuda"],
     ("torch_ops_library", "Net"): ["unused(", "nnrag_golden_lib_other", "noop(",
@@ -1221,6 +1227,21 @@ def test_operators_registered_under_module_level_guards_are_defined_in_a_fresh_p
               "y = torch.ones(3, requires_grad=True)\nops.twice(y).sum().backward()\n"
               "assert y.grad.tolist() == [2.0, 2.0, 2.0]\n"
               "assert not hasattr(ops, 'unused')\nprint('ok')\n")
+    run_net_in_fresh_process(res.generated.code, tmp_path, script)
+
+
+def test_an_operator_registered_through_aliases_has_its_fake_and_gradient(extracted, tmp_path):
+    """flash-attn registers its operators through ``_torch_custom_op_wrapper =
+    torch.library.custom_op`` and ``_torch_register_fake_wrapper``: in a fresh process the
+    file's block trains and its operator takes a meta tensor, as upstream's does."""
+    res, _, _ = extracted("torch_ops_alias", "Net")
+    assert res.ok, res.error
+    script = ("import torch, Net\nnet = Net.Net()\nx = torch.randn(2, 8, requires_grad=True)\n"
+              "y = net(x)\nassert torch.allclose(y, net.fc(x) * 3)\ny.sum().backward()\n"
+              "assert torch.allclose(x.grad, 3 * net.fc.weight.sum(0).expand(2, 8))\n"
+              "ops = torch.ops.nnrag_golden_alias\n"
+              "assert ops.scale(torch.empty(2, 8, device='meta')).device.type == 'meta'\n"
+              "print('ok')\n")
     run_net_in_fresh_process(res.generated.code, tmp_path, script)
 
 

@@ -195,3 +195,27 @@ def test_a_registration_applied_to_a_function_by_a_second_call_counts():
     assert module_registrations(_module(
         '@torch.library.custom_op("ns::twice", mutates_args=())\ndef twice(x):\n    return x\n'
         'twice.register_fake(_fake)\n')) == [{"ns::twice": True}, {"ns::twice": False}]
+
+
+def test_a_name_bound_to_a_torch_library_function_registers_as_it_does():
+    # flash-attn's flash_attn_interface.py: the aliases under a version check, a no-op in the
+    # ``else`` (the branch an old torch takes)
+    text = ('if torch.__version__ >= "2.4.0":\n'
+            '    _torch_custom_op_wrapper = torch.library.custom_op\n'
+            '    _torch_register_fake_wrapper = torch.library.register_fake\n'
+            'else:\n'
+            '    _torch_custom_op_wrapper = noop_custom_op_wrapper\n'
+            '    _torch_register_fake_wrapper = noop_register_fake_wrapper\n'
+            '@_torch_custom_op_wrapper("flash_attn::_fwd", mutates_args=(), device_types="cuda")\n'
+            'def _fwd(q):\n    return q\n'
+            '@_torch_register_fake_wrapper("flash_attn::_fwd")\n'
+            'def _fwd_fake(q):\n    return q\n'
+            '_torch_register_fake_wrapper = None\n'
+            '@_torch_register_fake_wrapper("flash_attn::_bwd")\n'
+            'def _bwd_fake(q):\n    return q\n')
+    assert module_registrations(_module(text)) == [
+        {}, {"flash_attn::_fwd": True}, {"flash_attn::_fwd": False}, {}, {}]
+    assert may_register(text.encode())
+    # a name bound to something else, or an alias in a file naming no operator
+    assert not may_register(b'wrap = functools.wraps\n@wrap("ns::op")\ndef f():\n    pass\n')
+    assert not may_register(b"_wrap = torch.library.custom_op\n")

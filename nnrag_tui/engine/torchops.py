@@ -49,6 +49,11 @@ then ``_lib.define("mla(Tensor q, ...) -> Tensor")``, ``_lib.impl("mla", _mla_cp
 ``@impl(_lib, "mla", "XLA")`` name the operator inside it (``module_registrations``). Such a
 statement registers that operator; it is not a change of ``_lib`` that comes with every use of
 it, so a library's other operators stay behind.
+
+Or a module names ``torch.library``'s functions otherwise: flash-attn's
+``_torch_custom_op_wrapper = torch.library.custom_op`` under a version check
+(``registering_alias``), then ``@_torch_custom_op_wrapper("flash_attn::_flash_attn_forward",
+...)``.
 """
 
 from __future__ import annotations
@@ -83,6 +88,9 @@ MAY_REGISTER = re.compile(rb"""(?:%s)\(\s*(?:name\s*=\s*)?["'][A-Za-z_]\w*::"""
 _MAY_BUILD = re.compile(rb"""(?:%s)\(\s*(?:name\s*=\s*)?(?:f["']\{|[A-Za-z_]\w*\s*[+,)])"""
                         % _CALLS)
 _BUILT_NAME = re.compile(rb"""\}::[A-Za-z_]|["']::[A-Za-z_]|["'][A-Za-z_]\w*::[A-Za-z_]""")
+# a name bound to one of them (``_torch_custom_op_wrapper = torch.library.custom_op``)
+_ALIAS = re.compile(rb"^[ \t]*[A-Za-z_]\w*\s*=\s*(?:[A-Za-z_][\w.]*\.)?(?:%s)[ \t]*(?:#.*)?$"
+                    % _CALLS, re.MULTILINE)
 # the methods of what ``custom_op`` returns that register something for its operator
 _METHODS = frozenset({
     "register_fake", "register_autograd", "register_kernel", "register_autocast",
@@ -103,7 +111,8 @@ _LIBRARY_OP = re.compile(r"\s*([A-Za-z_]\w*)(?:\.\w+)?\s*(?:\(.*)?", re.DOTALL)
 def may_register(data: bytes) -> bool:
     """Whether a module's text may hold a statement registering a torch operator."""
     return bool(MAY_REGISTER.search(data)) or bool(_LIBRARY.search(data)) or (
-        bool(_BUILT_NAME.search(data)) and bool(_MAY_BUILD.search(data)))
+        bool(_BUILT_NAME.search(data)) and (bool(_MAY_BUILD.search(data))
+                                            or bool(_ALIAS.search(data))))
 
 
 # torch.utils.cpp_extension's functions that compile and load an extension
@@ -191,16 +200,18 @@ def _text(node: ast.expr, consts: Mapping[str, str]) -> str | None:
     return None
 
 
-def registered_ops(node: ast.stmt, consts: Mapping[str, str] | None = None
-                   ) -> dict[str, bool]:
+def registered_ops(node: ast.stmt, consts: Mapping[str, str] | None = None,
+                   aliases: Mapping[str, str] | None = None) -> dict[str, bool]:
     """``NS::OP`` for each operator a module-level statement defines or registers something
     for through ``torch.library``, and whether it defines it; ``consts``: the module's
-    ``string_constants``, for names built from them."""
+    ``string_constants``, for names built from them; ``aliases``: its names for
+    ``torch.library``'s functions (``registering_alias``)."""
     calls = [c for c in _run_calls(node) if isinstance(c, ast.Call)]
     out: dict[str, bool] = {}
     for call in calls:
         name = dotted(call.func)
         last = name.rsplit(".", 1)[-1] if name else ""
+        last = (aliases or {}).get(name or "", last)
         if last not in _REGISTERS:
             continue
         first = [*call.args[:1], *(k.value for k in call.keywords if k.arg == "name")]
@@ -221,15 +232,24 @@ def module_registrations(body: list[ast.stmt]) -> list[dict[str, bool]]:
     module's ``string_constants``, and with what registers something through a method of an
     operator the module defines: ``@twice.register_fake`` on a function, or
     ``twice.register_autograd(backward, setup_context=setup)``, where ``twice`` is the
-    function ``@torch.library.custom_op("ns::twice", ...)`` made."""
+    function ``@torch.library.custom_op("ns::twice", ...)`` made. A name the module binds to
+    one of ``torch.library``'s functions registers as that function does
+    (``registering_alias``)."""
     consts = string_constants(body)
     defined: dict[str, str] = {}
     libraries: dict[str, str] = {}  # name -> the namespace of the Library it is bound to
+    aliases: dict[str, str] = {}  # name -> the torch.library function it is bound to
     out: list[dict[str, bool]] = []
     for top in body:
         ops: dict[str, bool] = {}
+        if not isinstance(top, _RUNS_BODIES):
+            for name in _top_level_binds(top):
+                aliases.pop(name, None)
         for st in _run_statements(top):
-            own = registered_ops(st, consts)
+            alias = registering_alias(st)
+            if alias is not None:
+                aliases[alias[0]] = alias[1]
+            own = registered_ops(st, consts, aliases)
             for name in _method_owners(st):
                 if name in defined:
                     own.setdefault(defined[name], False)
@@ -248,6 +268,19 @@ def module_registrations(body: list[ast.stmt]) -> list[dict[str, bool]]:
                 ops[op] = ops.get(op, False) or defines
         out.append(ops)
     return out
+
+
+def registering_alias(node: ast.stmt) -> tuple[str, str] | None:
+    """The name a statement binds to one of ``torch.library``'s registering functions, and
+    that function's name: flash-attn's ``_torch_custom_op_wrapper = torch.library.custom_op``,
+    under ``if torch.__version__ >= "2.4.0":`` with a no-op in its ``else`` (the branch a
+    torch with ``custom_op`` takes, so the other binding does not undo it)."""
+    if not isinstance(node, ast.Assign) or len(node.targets) != 1 or \
+            not isinstance(node.targets[0], ast.Name):
+        return None
+    name = dotted(node.value) if isinstance(node.value, (ast.Name, ast.Attribute)) else None
+    last = name.rsplit(".", 1)[-1] if name else ""
+    return (node.targets[0].id, last) if last in _REGISTERS else None
 
 
 # the statements whose bodies run as the module loads, in the order written
