@@ -21,8 +21,8 @@ is; bitsandbytes imports its CUDA kernels only ``if torch.cuda.is_available():``
 header says they stay behind. It goes after the statements defining the operator, as torch
 requires. A statement counts with what it runs: a module-level ``if``, ``try``, ``with`` or
 ``for`` registers what the statements in it do (unsloth's ``if _TRACEABLE:`` around its
-``triton_op`` kernels), and comes whole, its guard kept. A statement that itself registers something for
-``NS::OP`` needs them too: a block that calls ``halve``, the function
+``triton_op`` kernels), and comes whole, its guard kept. A statement that itself registers
+something for ``NS::OP`` needs them too: a block that calls ``halve``, the function
 ``@torch.library.custom_op("ns::halve", ...)`` made, needs what registers its fake and
 gradient (``torch.library.register_autograd("ns::halve", ...)``, ``@halve.register_fake``), or
 ``backward`` and tracing raise where upstream's run; and an implementation the closure holds
