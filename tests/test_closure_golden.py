@@ -1144,12 +1144,16 @@ def test_module_level_code_runs_at_the_first_import_inside_a_function(extracted,
         forget_upstream("dcpkg")
 
 
-def run_net_in_fresh_process(generated: str, tmp_path: Path, script: str) -> None:
-    """Writes a generated file as ``Net.py`` and runs ``script`` (which imports it and prints
-    ``ok``) in a fresh interpreter: torch's operators are global to a process, so only there
-    does nothing else registered what the file must."""
-    (tmp_path / "Net.py").write_text(generated)
-    code = f"import sys; sys.path.insert(0, {str(tmp_path)!r})\n{script}"
+def run_net_in_fresh_process(extracted, tmp_path: Path, case: str, checks: str) -> None:
+    """Extracts golden case ``case``'s ``Net``, writes the file as ``Net.py`` and runs
+    ``checks`` (asserts) in a fresh interpreter, after ``import torch, Net`` and ``net =
+    Net.Net()``: torch's operators are global to a process, so only there does nothing else
+    registered what the file must. The run must reach its end."""
+    res, _, _ = extracted(case, "Net")
+    assert res.ok, res.error
+    (tmp_path / "Net.py").write_text(res.generated.code)
+    code = (f"import sys; sys.path.insert(0, {str(tmp_path)!r})\nimport torch, Net\n"
+            f"net = Net.Net()\n{checks}print('ok')\n")
     run = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True,
                          timeout=300, check=False)
     assert run.stdout.strip() == "ok", run.stderr
@@ -1158,11 +1162,8 @@ def run_net_in_fresh_process(generated: str, tmp_path: Path, script: str) -> Non
 def test_an_operator_the_block_reads_is_registered_in_a_fresh_process(extracted, tmp_path):
     """torch's operators are global to a process: in a fresh one, where nothing else has
     registered it, the file defines the operator it reads and computes with it."""
-    res, _, _ = extracted("torch_ops", "Net")
-    assert res.ok, res.error
-    script = ("import torch, Net\nnet = Net.Net()\nx = torch.randn(2, 8)\n"
-              "assert torch.equal(net(x), 2 * net.fc(x))\nprint('ok')\n")
-    run_net_in_fresh_process(res.generated.code, tmp_path, script)
+    run_net_in_fresh_process(extracted, tmp_path, "torch_ops", (
+        "x = torch.randn(2, 8)\nassert torch.equal(net(x), 2 * net.fc(x))\n"))
 
 
 def test_an_operator_named_by_a_constant_is_registered_with_its_fake_and_gradient(
@@ -1170,30 +1171,24 @@ def test_an_operator_named_by_a_constant_is_registered_with_its_fake_and_gradien
     """A kernel module names its operators by a constant (``f"{_NS}::twice"``) and registers
     the fake with ``@twice.register_fake``: in a fresh process the file defines both operators
     the block reads, the fake (a meta tensor goes through) and the gradient."""
-    res, _, _ = extracted("torch_ops_named", "Net")
-    assert res.ok, res.error
-    script = ("import torch, Net\nnet = Net.Net()\nx = torch.randn(2, 8)\n"
-              "assert torch.allclose(net(x), net.fc(x))\n"
-              "ops = torch.ops.nnrag_golden_named\n"
-              "assert ops.twice(torch.empty(2, 8, device='meta')).device.type == 'meta'\n"
-              "y = torch.ones(3, requires_grad=True)\nops.twice(y).sum().backward()\n"
-              "assert y.grad.tolist() == [2.0, 2.0, 2.0]\nprint('ok')\n")
-    run_net_in_fresh_process(res.generated.code, tmp_path, script)
+    run_net_in_fresh_process(extracted, tmp_path, "torch_ops_named", (
+        "x = torch.randn(2, 8)\nassert torch.allclose(net(x), net.fc(x))\n"
+        "ops = torch.ops.nnrag_golden_named\n"
+        "assert ops.twice(torch.empty(2, 8, device='meta')).device.type == 'meta'\n"
+        "y = torch.ones(3, requires_grad=True)\nops.twice(y).sum().backward()\n"
+        "assert y.grad.tolist() == [2.0, 2.0, 2.0]\n"))
 
 
 def test_an_operator_called_by_its_function_has_its_fake_and_gradient(extracted, tmp_path):
     """A block calls ``halve``, made by ``@torch.library.custom_op``, whose fake and gradient
     are registered by the operator's name: in a fresh process the file's block trains (the
     gradient reaches the input) and traces on meta tensors, as upstream's does."""
-    res, _, _ = extracted("torch_ops_called", "Net")
-    assert res.ok, res.error
-    script = ("import torch, Net\nnet = Net.Net()\nx = torch.randn(2, 8, requires_grad=True)\n"
-              "y = net(x)\nassert torch.allclose(y, net.fc(x))\ny.sum().backward()\n"
-              "assert torch.allclose(x.grad, net.fc.weight.sum(0).expand(2, 8))\n"
-              "ops = torch.ops.nnrag_golden_called\n"
-              "assert ops.halve(torch.empty(2, 8, device='meta')).device.type == 'meta'\n"
-              "print('ok')\n")
-    run_net_in_fresh_process(res.generated.code, tmp_path, script)
+    run_net_in_fresh_process(extracted, tmp_path, "torch_ops_called", (
+        "x = torch.randn(2, 8, requires_grad=True)\ny = net(x)\n"
+        "assert torch.allclose(y, net.fc(x))\ny.sum().backward()\n"
+        "assert torch.allclose(x.grad, net.fc.weight.sum(0).expand(2, 8))\n"
+        "ops = torch.ops.nnrag_golden_called\n"
+        "assert ops.halve(torch.empty(2, 8, device='meta')).device.type == 'meta'\n"))
 
 
 def test_an_operator_a_library_object_defines_is_defined_in_a_fresh_process(
@@ -1201,14 +1196,12 @@ def test_an_operator_a_library_object_defines_is_defined_in_a_fresh_process(
     """``_lib = Library("ns", "DEF")`` with ``_lib.define(...)`` and ``_lib.impl(...)``: in a
     fresh process the file defines both operators the block reads, with their CPU and Meta
     implementations, and not the library's operator nothing reads."""
-    res, _, _ = extracted("torch_ops_library", "Net")
-    assert res.ok, res.error
-    script = ("import torch, Net\nnet = Net.Net()\nx = torch.randn(2, 8)\n"
-              "assert torch.allclose(net(x), net.fc(x) * 3 + 1)\n"
-              "ops = torch.ops.nnrag_golden_lib\n"
-              "assert ops.shift(torch.empty(2, 8, device='meta')).device.type == 'meta'\n"
-              "assert not hasattr(ops, 'unused')\nprint('ok')\n")
-    run_net_in_fresh_process(res.generated.code, tmp_path, script)
+    run_net_in_fresh_process(extracted, tmp_path, "torch_ops_library", (
+        "x = torch.randn(2, 8)\n"
+        "assert torch.allclose(net(x), net.fc(x) * 3 + 1)\n"
+        "ops = torch.ops.nnrag_golden_lib\n"
+        "assert ops.shift(torch.empty(2, 8, device='meta')).device.type == 'meta'\n"
+        "assert not hasattr(ops, 'unused')\n"))
 
 
 def test_operators_registered_under_module_level_guards_are_defined_in_a_fresh_process(
@@ -1218,31 +1211,26 @@ def test_operators_registered_under_module_level_guards_are_defined_in_a_fresh_p
     not the operator another guard defines that nothing reads. The CUDA kernel, in a module
     the package imports only where a GPU is, stays behind: it reads
     ``torch._C._cuda_getCurrentRawStream`` as it loads, which a CPU build of torch has not."""
-    res, _, _ = extracted("torch_ops_guarded", "Net")
-    assert res.ok, res.error
-    script = ("import torch, Net\nnet = Net.Net()\nx = torch.randn(2, 8)\n"
-              "assert torch.allclose(net(x), net.fc(x) * 2 + 1)\n"
-              "ops = torch.ops.nnrag_golden_guarded\n"
-              "assert ops.shift(torch.empty(2, 8, device='meta')).device.type == 'meta'\n"
-              "y = torch.ones(3, requires_grad=True)\nops.twice(y).sum().backward()\n"
-              "assert y.grad.tolist() == [2.0, 2.0, 2.0]\n"
-              "assert not hasattr(ops, 'unused')\nprint('ok')\n")
-    run_net_in_fresh_process(res.generated.code, tmp_path, script)
+    run_net_in_fresh_process(extracted, tmp_path, "torch_ops_guarded", (
+        "x = torch.randn(2, 8)\n"
+        "assert torch.allclose(net(x), net.fc(x) * 2 + 1)\n"
+        "ops = torch.ops.nnrag_golden_guarded\n"
+        "assert ops.shift(torch.empty(2, 8, device='meta')).device.type == 'meta'\n"
+        "y = torch.ones(3, requires_grad=True)\nops.twice(y).sum().backward()\n"
+        "assert y.grad.tolist() == [2.0, 2.0, 2.0]\n"
+        "assert not hasattr(ops, 'unused')\n"))
 
 
 def test_an_operator_registered_through_aliases_has_its_fake_and_gradient(extracted, tmp_path):
     """flash-attn registers its operators through ``_torch_custom_op_wrapper =
     torch.library.custom_op`` and ``_torch_register_fake_wrapper``: in a fresh process the
     file's block trains and its operator takes a meta tensor, as upstream's does."""
-    res, _, _ = extracted("torch_ops_alias", "Net")
-    assert res.ok, res.error
-    script = ("import torch, Net\nnet = Net.Net()\nx = torch.randn(2, 8, requires_grad=True)\n"
-              "y = net(x)\nassert torch.allclose(y, net.fc(x) * 3)\ny.sum().backward()\n"
-              "assert torch.allclose(x.grad, 3 * net.fc.weight.sum(0).expand(2, 8))\n"
-              "ops = torch.ops.nnrag_golden_alias\n"
-              "assert ops.scale(torch.empty(2, 8, device='meta')).device.type == 'meta'\n"
-              "print('ok')\n")
-    run_net_in_fresh_process(res.generated.code, tmp_path, script)
+    run_net_in_fresh_process(extracted, tmp_path, "torch_ops_alias", (
+        "x = torch.randn(2, 8, requires_grad=True)\ny = net(x)\n"
+        "assert torch.allclose(y, net.fc(x) * 3)\ny.sum().backward()\n"
+        "assert torch.allclose(x.grad, 3 * net.fc.weight.sum(0).expand(2, 8))\n"
+        "ops = torch.ops.nnrag_golden_alias\n"
+        "assert ops.scale(torch.empty(2, 8, device='meta')).device.type == 'meta'\n"))
 
 
 def test_a_registry_filled_by_a_folder_loop_has_what_upstream_registers(extracted):
