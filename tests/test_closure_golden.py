@@ -397,6 +397,17 @@ MUST = {
          "nnrag_golden_guarded::shift are not inlined: upstream's import runs that module only "
          "under an `if` (a device or a package present; guardops.net -> guardops -> "
          "guardops.cuda_kernels)")],
+    # ... but a module the closure comes to span anyway (for an operator it defines, as
+    # optimum-quanto's ``extensions/cuda``) brings its kernels for every operator the block
+    # reads, whichever the closure reached first
+    ("torch_ops_late_module", "ReadsKernelFirst"): [
+        '@torch.library.impl("nnrag_golden_late::scale", ["CUDA"])\ndef _scale_cuda(x):',
+        'torch.library.define("nnrag_golden_late::fused", "(Tensor x) -> Tensor")\n'],
+    ("torch_ops_late_module", "ReadsDefineFirst"): [
+        '@torch.library.impl("nnrag_golden_late::scale", ["CUDA"])\ndef _scale_cuda(x):'],
+    # ... and so does a later reader whose own module imports it under no ``if``
+    ("torch_ops_late_module", "ScalesLazily"): [
+        '@torch.library.impl("nnrag_golden_late::scale", ["CUDA"])\ndef _scale_cuda(x):'],
     # ... and where the module names ``torch.library``'s functions otherwise (flash-attn's
     # ``_torch_custom_op_wrapper = torch.library.custom_op``)
     ("torch_ops_alias", "Net"): [
@@ -704,6 +715,9 @@ MUST_NOT = {
     ("torch_ops_alias", "Net"): ["_unused", "defined by no statement"],
     ("torch_ops_guarded", "Net"): ["unused", "import kernels", "defined by no statement",
                                    "_get_raw_stream", "_shift_cuda"],
+    ("torch_ops_late_module", "ReadsKernelFirst"): ["not inlined"],
+    ("torch_ops_late_module", "ReadsDefineFirst"): ["not inlined", "def _fused("],
+    ("torch_ops_late_module", "ScalesLazily"): ["not inlined", "nnrag_golden_late::fused"],
     ("torch_ops_library", "Net"): ["unused(", "nnrag_golden_lib_other", "noop(",
                                    "defined by no statement", "nnrag_missing_jax", "_scale_tpu"],
     ("guarded_star", "Net"): ["import *", "from gspkg", "import gspkg", "class FastLIF"],
@@ -1231,6 +1245,27 @@ def test_an_operator_registered_through_aliases_has_its_fake_and_gradient(extrac
         "assert torch.allclose(x.grad, 3 * net.fc.weight.sum(0).expand(2, 8))\n"
         "ops = torch.ops.nnrag_golden_alias\n"
         "assert ops.scale(torch.empty(2, 8, device='meta')).device.type == 'meta'\n"))
+
+
+def test_an_operator_s_kernels_do_not_depend_on_which_operator_the_closure_reached_first(
+        extracted):
+    """``ReadsKernelFirst`` reads ``scale`` before the helper reading ``fused``, which only
+    ``cuda_kernels`` (imported under an ``if``, as optimum-quanto's ``extensions/cuda``)
+    defines; ``ReadsDefineFirst`` reads both at once. Either way the closure spans that module
+    and takes its kernel for ``scale`` too: both files register the same kernels.
+    ``ScalesLazily`` reads ``scale`` first itself, then through ``gpu.py``, which imports
+    ``cuda_kernels`` under no ``if``: it has that kernel too."""
+    registered = []
+    for block in ("ReadsKernelFirst", "ReadsDefineFirst", "ScalesLazily"):
+        res, _, _ = extracted("torch_ops_late_module", block)
+        assert res.ok, res.error
+        code = res.generated.code
+        registered.append([line for line in code.splitlines()
+                           if line.startswith(("@torch.library", "torch.library", "_lib."))])
+        assert "not inlined" not in code
+    assert registered[0] == registered[1]
+    for lines in registered:
+        assert '@torch.library.impl("nnrag_golden_late::scale", ["CUDA"])' in lines
 
 
 def test_a_registry_filled_by_a_folder_loop_has_what_upstream_registers(extracted):

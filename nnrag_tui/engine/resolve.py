@@ -85,6 +85,7 @@ from nnrag_tui.engine.moduleobject import (
     reads_resources,
     unsure_members,
 )
+from nnrag_tui.engine.op_registrations import OpRegistrations
 from nnrag_tui.engine.parse import dotted, resolve_relative
 from nnrag_tui.engine.registry_scope import scope_registries, shared_tree_clashes
 from nnrag_tui.engine.side_effects import SideEffects
@@ -431,14 +432,17 @@ class _ClosureBuilder:
         # a chain there reads through a module ``__getattr__`` (engine.lazyattr)
         self.lazy_reads: dict[tuple[NodeId, int], BindKey] = {}
         self.effects = SideEffects(self)
+        self.ops = OpRegistrations(self)
 
     def release(self) -> None:
-        """Drops the links from the builder to its rules (``SideEffects`` holds the builder
-        and its ``SubclassHooks``, which hold it back): without those reference cycles, the
-        builder's working state is freed as soon as the closure is built, not at the next
-        full garbage collection (engine.gcpolicy)."""
+        """Drops the links from the builder to its rules (``SideEffects`` and
+        ``OpRegistrations`` hold the builder, and ``SideEffects`` its ``SubclassHooks``, which
+        hold it back): without those reference cycles, the builder's working state is freed as
+        soon as the closure is built, not at the next full garbage collection
+        (engine.gcpolicy)."""
         self.effects.release()
         del self.effects
+        del self.ops
 
     # -- graph -----------------------------------------------------------------------------
     def ms(self, entry: ModuleEntry) -> ModuleSource:
@@ -782,7 +786,7 @@ class _ClosureBuilder:
             if not (effects.add_registry_fillers() | effects.add_patches()
                     | effects.add_keyed_registrations() | self.add_object_chains()
                     | effects.add_config_registrations()
-                    | effects.add_op_registrations()):
+                    | self.ops.add()):
                 break
         gone = self.bind_local_module_imports()
         self.add_resource_anchors()
@@ -817,8 +821,8 @@ class _ClosureBuilder:
         self.note_subclass_readers(nodes)
         self.effects.note_imports_by_name(nodes)
         self.effects.note_package_fillers(nodes)
-        self.effects.note_undefined_ops(nodes)
-        self.effects.note_conditional_ops(nodes)
+        self.ops.note_undefined(nodes)
+        self.ops.note_conditional(nodes)
         crlf = sorted({self.entries[n[0]].facts.relpath for n in nodes
                        if self.modules[n[0]].crlf})
         if crlf:

@@ -4,10 +4,10 @@
   only with the statements that fill it (``@register_act("x") def x``).
 - **Keyed registrations**: a registration under a string key that the closure looks up, in a
   module upstream imports along with the closure's (pyro's ``settings.register(...)``).
-- **Operator registrations**: what registers the torch operators the closure reads as
-  ``torch.ops.NS.OP`` (engine.torchops).
 - **Patches**: statements that change one of the closure's definitions in place after defining
   it (engine.patches).
+
+What registers the torch operators the closure reads is engine.op_registrations' rule.
 
 Each rule reads and extends the graph of a ``resolve._ClosureBuilder``; the builder asks them
 again until none adds a statement.
@@ -24,7 +24,7 @@ from nnrag_tui.engine.bindings import ModuleEntry
 from nnrag_tui.engine.closure import BindKey, Dependency, ExternalImport, NodeId
 from nnrag_tui.engine.config_keys import registrations, split_scope, type_keys
 from nnrag_tui.engine.import_locations import call_of, handed_lists
-from nnrag_tui.engine.imported_along import ALL, NO_IF, imported_along
+from nnrag_tui.engine.imported_along import ALL, imported_along
 from nnrag_tui.engine.membership import (
     fills_only,
     identity_uses_only,
@@ -44,12 +44,10 @@ from nnrag_tui.engine.modsource import (
     named_with_module,
     registered_values,
 )
-from nnrag_tui.engine.moduleobject import is_object_key
 from nnrag_tui.engine.parse import dotted
 from nnrag_tui.engine.patches import mutated_parameters, reads_beyond_decorator_methods
 from nnrag_tui.engine.reach import what_runs
 from nnrag_tui.engine.subclass_hooks import SubclassHooks
-from nnrag_tui.engine.torchops import op_reads
 
 if TYPE_CHECKING:
     from nnrag_tui.engine.resolve import _ClosureBuilder
@@ -105,14 +103,6 @@ class SideEffects:
         self._fill_calls: dict[NodeId, frozenset[str]] = {}
         # (registry, string key) that a statement looks up, already searched for
         self._keys_sought: set[tuple[BindKey, str]] = set()
-        self._ops_scanned = 0  # how much of the builder's ``order`` add_op_registrations read
-        # operator -> the statements registering something for it, and whether each defines it
-        self._op_nodes: dict[str, list[tuple[NodeId, bool]]] = {}
-        # operator no statement of the reader's repository defines by name -> its readers
-        self.undefined_ops: dict[str, list[NodeId]] = {}
-        # operator -> the modules registering something for it that upstream's import of its
-        # reader runs only under an ``if``, left out (_loaded_with), each with that chain
-        self.conditional_ops: dict[str, dict[tuple[str, str], list[str]]] = {}
         self.patches: dict[BindKey, list[NodeId]] = {}  # definition -> statements changing it
         # modules imported by computed name (engine.dynimport) -> the statement importing them
         self.by_name: dict[tuple[str, str], str] = {}
@@ -918,126 +908,6 @@ class SideEffects:
                 "registries this block reads: their registrations are inlined, from "
                 f"{', '.join(names)}")
 
-    def note_undefined_ops(self, nodes: list[NodeId]) -> None:
-        """Operators read as ``torch.ops.NS.OP`` that no statement of the reader's repository
-        defines by name: upstream, its compiled extension defines them (torchvision's
-        ``nms``), or a helper that builds the name (spikingjelly's ``_register_dispatch(
-        "sj_lif", ...)``). Here they exist only where that has run: said in the header, as a
-        read at import then raises AttributeError."""
-        included = set(nodes)
-        parts = []
-        for op, readers in sorted(self.undefined_ops.items()):
-            where = sorted({(self.b.entries[k].facts.relpath, self.b.modules[k].stmts[i].line)
-                            for k, i in readers if (k, i) in included})
-            if where:
-                more = f" and {len(where) - 1} more" if len(where) > 1 else ""
-                parts.append(f"{op} ({where[0][0]}:{where[0][1]}{more})")
-        if parts:
-            many = len(parts) > 1
-            shown = ", ".join(parts[:4]) + (f" and {len(parts) - 4} more" if len(parts) > 4
-                                            else "")
-            self.b.notes.append(
-                f"the torch operator{'s' if many else ''} {shown} "
-                f"{'are' if many else 'is'} defined by no statement that names "
-                f"{'them' if many else 'it'}: upstream, a compiled extension or a helper that "
-                f"builds the name defines {'them' if many else 'it'}, so here "
-                f"{'they exist' if many else 'it exists'} only once that has run (the package "
-                f"that defines {'them' if many else 'it'} installed and imported)")
-
-    def note_conditional_ops(self, nodes: list[NodeId]) -> None:
-        """The registrations for operators the file has (``conditional_ops``) that upstream
-        runs only where an ``if`` holds as its package imports, left out: said in one note of
-        the header, with the chain of imports that reaches the first such module."""
-        included = set(nodes)
-        ops: list[str] = []
-        chains: dict[tuple[str, str], list[str]] = {}
-        for op, modules in sorted(self.conditional_ops.items()):
-            if any(n in included for n, _ in self._op_nodes.get(op, ())):
-                ops.append(op)
-                chains.update(modules)
-        if not ops:
-            return
-        paths = sorted((self.index.entries[k].facts.relpath, k) for k in chains)
-        many, plural = len(paths) > 1, len(ops) > 1
-        self.b.notes.append(
-            f"the kernels that {_listed([p for p, _ in paths])} register"
-            f"{'' if many else 's'} for the torch operator{'s' if plural else ''} "
-            f"{_listed(ops)} are not inlined: upstream's import runs "
-            f"{'those modules' if many else 'that module'} only under an `if` (a device or a "
-            f"package present; {' -> '.join(chains[paths[0][1]])}), and here "
-            f"{'those operators run' if plural else 'the operator runs'} with the kernels the "
-            f"file registers")
-
-    def add_op_registrations(self) -> bool:
-        """The statements registering the torch operators that included statements read as
-        ``torch.ops.NS.OP`` or register something for themselves (engine.torchops), from the
-        reader's repository; each goes before its reader, and after the statements defining
-        its operator. A block that calls ``halve``, made by ``@torch.library.custom_op(
-        "ns::halve")``, gets what registers its fake and its gradient too
-        (``torch.library.register_autograd("ns::halve", ...)``): without them tracing and
-        ``backward`` raise where upstream's run. Returns whether any was added."""
-        size = len(self.b.order)
-        start, self._ops_scanned = self._ops_scanned, size
-        for node in self.b.order[start:size]:
-            if is_object_key(node[0]):
-                continue
-            ms = self.b.modules[node[0]]
-            st = ms.stmts[node[1]]
-            own = {op for op in self.r.ops_registered_at(node) if not op.endswith("::*")}
-            reads = op_reads(st.node) if "torch.ops." in ms.stmt_text(st) else frozenset()
-            if not own and not reads:
-                continue
-            registry = self.r.op_registrations(node[0][0])
-            for op in sorted(own | reads):
-                found = registry.get(op, [])
-                if not any(defines for _, _, defines in found):
-                    # an extension built for the whole namespace (torchops.built_namespaces)
-                    found = [*registry.get(f"{op.partition('::')[0]}::*", ()), *found]
-                if not any(defines for _, _, defines in found):
-                    # (torchvision's ``register_fake("torchvision::nms")`` is for an operator
-                    # its compiled extension defines: without that, registering it fails)
-                    if op not in own:
-                        self.undefined_ops.setdefault(op, []).append(node)
-                    continue
-                name = f"torch.ops.{op.replace('::', '.')}"
-                regs = self._op_nodes.get(op)
-                if regs is None:
-                    loaded = self._loaded_with(node, op, found)
-                    regs = self._op_nodes[op] = [(self.b.add(entry, i), defines)
-                                                 for entry, i, defines in found
-                                                 if defines or entry.key in loaded]
-                    defining = tuple(n for n, defines in regs if defines)
-                    for n, defines in regs:
-                        if not defines:
-                            self.b.deps.append(Dependency(n, name, "definition", op,
-                                                        "registration", 1.0, True, defining))
-                if op not in own:
-                    self.b.deps.append(Dependency(node, name, "definition", op, "registration",
-                                                  1.0, True, tuple(n for n, _ in regs)))
-        return len(self.b.order) > size
-
-    def _loaded_with(self, node: NodeId, op: str, found: list[tuple[ModuleEntry, int, bool]]
-                     ) -> set[tuple[str, str]]:
-        """The modules whose registrations of operator ``op`` run upstream where ``node``
-        does: those upstream's import of its module runs through imports under no ``if``,
-        those the closure spans and those that define the operator. torchrec's
-        ``pallas/impl.py`` registers a TPU kernel for ``torchrec::embedding_lookup`` and
-        imports jax; its package loads it only on demand, and a block reading the operator
-        through ``pallas/ops.py`` runs without it. bitsandbytes' ``__init__`` imports its CUDA
-        kernels only ``if torch.cuda.is_available():``, and ``backends/cuda/ops.py`` reads
-        ``torch._C._cuda_getCurrentRawStream`` as it loads, which a CPU build of torch has
-        not: such a module is left out, as upstream leaves it out where the condition fails,
-        and the header says so (``conditional_ops``)."""
-        entry = self.b.entries[node[0]]
-        loaded = set(self.r.imported_along_of(entry, NO_IF))
-        loaded.update(self.b.modules)
-        loaded.update(e.key for e, _, defines in found if defines)
-        along = self.r.imported_along_of(entry)
-        for e, _, _ in found:
-            if e.key not in loaded and e.key in along:
-                self.conditional_ops.setdefault(op, {})[e.key] = along[e.key]
-        return loaded
-
     def add_patches(self) -> bool:
         """Module-level statements, in the modules the closure spans, that change one of its
         definitions in place after defining it (engine.patches: ``GlobalParams.__new__.
@@ -1360,10 +1230,3 @@ class SideEffects:
             return sorted({n.id for d in decos for n in treewalk.walk(d)
                            if isinstance(n, ast.Name)})
         return sorted(ms.uses(st).load)
-
-
-def _listed(items: list[str], shown: int = 4) -> str:
-    """``a, b and c``, or the first ``shown`` and how many more."""
-    if len(items) > shown:
-        return f"{', '.join(items[:shown])} and {len(items) - shown} more"
-    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
