@@ -710,7 +710,8 @@ MUST_NOT = {
     ("optional_module", "Net"): ["\nimport nnrag_missing_triton"],
     ("guarded_helpers", "Net"): ["\nimport nnrag_missing_warp"],
     ("guarded_reexport", "Net"): ["\nfrom nnrag_missing_six"],
-    ("torch_ops", "Net"): ["nnrag_golden::unused", "fast_fake"],
+    # ``symm_mem::all_to_all_vdev`` is torch's (torch.distributed._symmetric_memory)
+    ("torch_ops", "Net"): ["nnrag_golden::unused", "fast_fake", "symm_mem::"],
     ("torch_ops_named", "Net"): ["::unused", "defined by no statement"],
     ("torch_ops_alias", "Net"): ["_unused", "defined by no statement"],
     ("torch_ops_guarded", "Net"): ["unused", "import kernels", "defined by no statement",

@@ -12,6 +12,7 @@ from nnrag_tui.engine.torchops import (
     op_reads,
     registered_ops,
     string_constants,
+    torch_defines,
 )
 
 
@@ -51,6 +52,18 @@ def test_reads_of_operators_leave_torch_s_own_out():
     node = _stmt("OPS = (torch.ops.autotp.copy.default, torch.ops.aten.mm.default,\n"
                  "       torch.ops.autotp, torch.ops.quanto.unpack(t, 4))")
     assert op_reads(node) == {"autotp::copy", "quanto::unpack"}
+
+
+def test_namespaces_torch_shares_with_corpora_are_read_and_torch_s_where_none_defines():
+    # torchao defines ``ao::mslk_quantize_nvfp4`` in a namespace torch uses too: the read is
+    # followed; one no statement defines (``symm_mem::all_to_all_vdev``) is torch's
+    text = "y = torch.ops.ao.mslk_quantize_nvfp4(x) + torch.ops.symm_mem.all_to_all_vdev(x)"
+    assert op_reads(_stmt(text)) == {"ao::mslk_quantize_nvfp4", "symm_mem::all_to_all_vdev"}
+    assert torch_defines("symm_mem::all_to_all_vdev")
+    assert torch_defines("fsdp::split_with_sizes_copy")
+    # fbgemm's ``triton::quantize_fp8_row``, an extension's ``torchvision::nms``: not torch's
+    assert not torch_defines("triton::quantize_fp8_row")
+    assert not torch_defines("torchvision::nms")
 
 
 def test_the_prefilter_finds_what_may_register():

@@ -19,7 +19,7 @@ from nnrag_tui.engine.bindings import ModuleEntry
 from nnrag_tui.engine.closure import Dependency, NodeId
 from nnrag_tui.engine.imported_along import NO_IF
 from nnrag_tui.engine.moduleobject import is_object_key
-from nnrag_tui.engine.torchops import op_reads
+from nnrag_tui.engine.torchops import op_reads, torch_defines
 
 if TYPE_CHECKING:
     from nnrag_tui.engine.resolve import _ClosureBuilder
@@ -71,7 +71,7 @@ class OpRegistrations:
                 if not any(defines for _, _, defines in found):
                     # (torchvision's ``register_fake("torchvision::nms")`` is for an operator
                     # its compiled extension defines: without that, registering it fails)
-                    if op not in own:
+                    if op not in own and not torch_defines(op):
                         self.undefined_ops.setdefault(op, []).append(node)
                     continue
                 name = f"torch.ops.{op.replace('::', '.')}"

@@ -8,27 +8,29 @@ import tp_collectives  # noqa: F401`` imports the module for what it does as it 
 gradient with ``torch.library.register_autograd(...)``. Without those statements the read raises
 AttributeError ("'_OpNamespace' 'autotp' object has no attribute 'copy_to_tp_region'").
 
-A statement that reads ``torch.ops.NS.OP`` needs every module-level statement of its repository
-that registers ``NS::OP`` through ``torch.library`` (``registered_ops``): a decorator or a call
-whose first argument (or ``name=``) is that string, or a schema starting with it
-(``torch.library.define("quanto::unpack(Tensor t, int bits) -> Tensor")``). Operators are
-global in torch, so the statements defining one may be anywhere in the reader's repository
-(only its own is searched). What registers a fake, a gradient or a kernel comes from the
-modules that run upstream where the reader does (those its module's import runs through
-imports under no ``if``, those the closure spans, those defining the operator): torchrec's
-``pallas/impl.py`` registers a TPU kernel, imports jax and is loaded only where that device
-is; bitsandbytes imports its CUDA kernels only ``if torch.cuda.is_available():``, and the
-header says they stay behind. It goes after the statements defining the operator, as torch
-requires. A statement counts with what it runs: a module-level ``if``, ``try``, ``with`` or
-``for`` registers what the statements in it do (unsloth's ``if _TRACEABLE:`` around its
-``triton_op`` kernels), and comes whole, its guard kept. A statement that itself registers
-something for ``NS::OP`` needs them too: a block that calls ``halve``, the function
-``@torch.library.custom_op("ns::halve", ...)`` made, needs what registers its fake and
-gradient (``torch.library.register_autograd("ns::halve", ...)``, ``@halve.register_fake``), or
-``backward`` and tracing raise where upstream's run; and an implementation the closure holds
-(``@torch.library.impl("ns::op", "Meta")``) needs the ``define`` before it. An operator that
-no statement of the repository defines (torchvision's ``nms``, defined by its compiled
-extension) brings nothing: registering its fake would fail without that extension.
+A statement that reads ``torch.ops.NS.OP`` needs every module-level statement of its repository that
+registers ``NS::OP`` through ``torch.library`` (``registered_ops``): a decorator or a call whose
+first argument (or ``name=``) is that string, or a schema starting with it
+(``torch.library.define("quanto::unpack(Tensor t, int bits) -> Tensor")``). Operators are global in
+torch, so the statements defining one may be anywhere in the reader's repository (only its own is
+searched). What registers a fake, a gradient or a kernel comes from the modules that run upstream
+where the reader does (those its module's import runs through imports under no ``if``, those the
+closure spans, those defining the operator; for any of its readers, with the modules the closure
+spans in the end, so whichever it reached first does not matter): torchrec's ``pallas/impl.py``
+registers a TPU kernel, imports jax and is loaded only where that device is; bitsandbytes imports
+its CUDA kernels only ``if torch.cuda.is_available():``, and the header says they stay behind. It
+goes after the statements defining the operator, as torch requires. A statement counts with what it
+runs: a module-level ``if``, ``try``, ``with`` or ``for`` registers what the statements in it do
+(unsloth's ``if _TRACEABLE:`` around its ``triton_op`` kernels), and comes whole, its guard kept. A
+statement that itself registers something for ``NS::OP`` needs them too: a block that calls
+``halve``, the function ``@torch.library.custom_op("ns::halve", ...)`` made, needs what registers
+its fake and gradient (``torch.library.register_autograd("ns::halve", ...)``,
+``@halve.register_fake``), or ``backward`` and tracing raise where upstream's run; and an
+implementation the closure holds (``@torch.library.impl("ns::op", "Meta")``) needs the ``define``
+before it. An operator that no statement of the repository defines (torchvision's ``nms``, defined
+by its compiled extension) brings nothing: registering its fake would fail without that extension.
+The header says so, unless torch itself defines operators in its namespace (``torch_defines``:
+``symm_mem::all_to_all_vdev``, which olmo-core's MoE layers read).
 
 An extension that the repository compiles as it loads is a definition too. SRU's ``ops.py``
 runs ``load(name="sru_cpu", sources=[cpu_source], is_python_module=False)`` (from
@@ -77,6 +79,15 @@ _TORCH_NAMESPACES = frozenset({
     "aten", "prims", "prim", "higher_order", "quantized", "_quantized", "quantized_decomposed",
     "mkldnn", "onednn", "profiler", "inductor", "_inductor", "c10d_functional",
     "_c10d_functional", "_c10d_functional_autograd", "_dtensor", "debugprims", "rngprims",
+})
+# namespaces torch defines operators in too, as it imports or in its own modules
+# (``torch.distributed._symmetric_memory`` defines ``symm_mem::all_to_all_vdev``, FSDP2
+# ``fsdp::all_gather_copy_in``), which a corpus may share (torchao's ``ao::`` operators): a
+# read of one that no statement of the corpus defines is torch's (``torch_defines``)
+_TORCH_SHARED_NAMESPACES = frozenset({
+    "_native", "_test", "ao", "bucketing", "c10d", "debug_mode_ops", "device_mesh", "export",
+    "fsdp", "inductor_prims", "mkl", "mkldnn_prepacked", "pippy", "quantization",
+    "semi_structured", "sparse", "static_runtime", "streams", "symm_mem", "torch_attn",
 })
 _OP = re.compile(r"\s*([A-Za-z_]\w*)::([A-Za-z_]\w*)(?:\.\w+)?\s*(?:\(.*)?", re.DOTALL)
 # what may register an operator, to skip reading a module that cannot: a call naming it by a
@@ -133,6 +144,12 @@ def op_reads(node: ast.AST) -> frozenset[str]:
             if len(parts) >= 4 and parts[2] not in _TORCH_NAMESPACES:
                 out.add(f"{parts[2]}::{parts[3]}")
     return frozenset(out)
+
+
+def torch_defines(op: str) -> bool:
+    """Whether torch itself defines operators in ``op``'s namespace (``NS::OP``): where no
+    statement of the corpus defines ``op``, torch does, not an extension of the corpus."""
+    return op.partition("::")[0] in _TORCH_SHARED_NAMESPACES
 
 
 def string_constants(body: list[ast.stmt]) -> dict[str, str]:
