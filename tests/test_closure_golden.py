@@ -391,12 +391,13 @@ MUST = {
         ('except RuntimeError:\n    _lib = torch.library.Library("nnrag_golden_guarded", '
          '"FRAGMENT")\n'),
         'for _key in ("CPU", "Meta"):\n    _lib.impl("shift", _shift, _key)\n',
-        # its CUDA kernel, which the package imports only ``if torch.cuda.is_available():``,
-        # stays behind, and the header says so (bitsandbytes' ``backends/cuda/ops.py``)
-        ("# note: the kernels that guardops/cuda_kernels.py registers for the torch operator "
-         "nnrag_golden_guarded::shift are not inlined: upstream's import runs that module only "
-         "under an `if` (a device or a package present; guardops.net -> guardops -> "
-         "guardops.cuda_kernels)")],
+        # its CUDA kernel and autocast rule, which the package imports only ``if
+        # torch.cuda.is_available():``, stay behind, and the header says so, and what they are
+        # (bitsandbytes' ``backends/cuda/ops.py``)
+        ("# note: the kernels and autocast rules that guardops/cuda_kernels.py registers for "
+         "the torch operators nnrag_golden_guarded::shift and nnrag_golden_guarded::twice are "
+         "not inlined: upstream's import runs that module only under an `if` (a device or a "
+         "package present; guardops.net -> guardops -> guardops.cuda_kernels)")],
     # ... but a module the closure comes to span anyway (for an operator it defines, as
     # optimum-quanto's ``extensions/cuda``) brings its kernels for every operator the block
     # reads, whichever the closure reached first
@@ -715,7 +716,7 @@ MUST_NOT = {
     ("torch_ops_named", "Net"): ["::unused", "defined by no statement"],
     ("torch_ops_alias", "Net"): ["_unused", "defined by no statement"],
     ("torch_ops_guarded", "Net"): ["unused", "import kernels", "defined by no statement",
-                                   "_get_raw_stream", "_shift_cuda"],
+                                   "_get_raw_stream", "_shift_cuda", "register_autocast"],
     ("torch_ops_late_module", "ReadsKernelFirst"): ["not inlined"],
     ("torch_ops_late_module", "ReadsDefineFirst"): ["not inlined", "def _fused("],
     ("torch_ops_late_module", "ScalesLazily"): ["not inlined", "nnrag_golden_late::fused"],

@@ -11,6 +11,7 @@ from nnrag_tui.engine.torchops import (
     module_registrations,
     op_reads,
     registered_ops,
+    registration_kinds,
     string_constants,
     torch_defines,
 )
@@ -232,3 +233,19 @@ def test_a_name_bound_to_a_torch_library_function_registers_as_it_does():
     # a name bound to something else, or an alias in a file naming no operator
     assert not may_register(b'wrap = functools.wraps\n@wrap("ns::op")\ndef f():\n    pass\n')
     assert not may_register(b"_wrap = torch.library.custom_op\n")
+
+
+def test_what_a_registration_adds_to_its_operator():
+    # bitsandbytes' CUDA kernels, a fake through the operator's own method, a gradient under an
+    # `if`, a kernel for each dispatch key in a loop, a registration through the module's alias
+    assert registration_kinds(_stmt(
+        '@register_kernel("bitsandbytes::gemm_4bit", "cuda")\ndef _(A, B):\n    pass\n')) == {
+        "kernel"}
+    assert registration_kinds(_stmt("@halve.register_fake\ndef _(x):\n    pass\n")) == {"fake"}
+    assert registration_kinds(_stmt(
+        'if ok:\n    torch.library.register_autograd("ns::halve", backward)\n')) == {"gradient"}
+    assert registration_kinds(_stmt(
+        'for key in ("CPU", "Meta"):\n    _lib.impl("shift", _shift, key)\n')) == {"kernel"}
+    assert registration_kinds(_stmt(
+        '@_torch_register_fake_wrapper("flash_attn::fwd")\ndef _(q):\n    pass\n')) == {
+        "registration"}

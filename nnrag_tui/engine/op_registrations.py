@@ -19,10 +19,14 @@ from nnrag_tui.engine.bindings import ModuleEntry
 from nnrag_tui.engine.closure import Dependency, NodeId
 from nnrag_tui.engine.imported_along import NO_IF
 from nnrag_tui.engine.moduleobject import is_object_key
-from nnrag_tui.engine.torchops import op_reads, torch_defines
+from nnrag_tui.engine.torchops import op_reads, registration_kinds, torch_defines
 
 if TYPE_CHECKING:
     from nnrag_tui.engine.resolve import _ClosureBuilder
+
+# the order the header names what left-out registrations are (torchops.registration_kinds)
+_KIND_ORDER = ("kernel", "fake", "gradient", "autocast rule", "vmap rule", "dispatch rule",
+               "registration")
 
 
 class OpRegistrations:
@@ -182,20 +186,26 @@ class OpRegistrations:
     def note_conditional(self, nodes: list[NodeId]) -> None:
         """The registrations for operators the file has (``conditional_ops``) that upstream
         runs only where an ``if`` holds as its package imports, left out: said in one note of
-        the header, with the chain of imports that reaches the first such module."""
+        the header, with what they register (``registration_kinds``) and the chain of imports
+        that reaches the first such module."""
         included = set(nodes)
         ops: list[str] = []
         chains: dict[tuple[str, str], list[str]] = {}
+        kinds: set[str] = set()
         for op, modules in sorted(self.conditional_ops.items()):
             if any(n in included for n, _ in self._op_nodes.get(op, ())):
                 ops.append(op)
                 chains.update(modules)
+                for entry, i in self._left_out[op]:
+                    if entry.key in modules:
+                        kinds |= registration_kinds(self.r.module_source(entry).stmts[i].node)
         if not ops:
             return
         paths = sorted((self.b.index.entries[k].facts.relpath, k) for k in chains)
         many, plural = len(paths) > 1, len(ops) > 1
+        what = _listed([f"{kind}s" for kind in sorted(kinds, key=_KIND_ORDER.index)])
         self.b.notes.append(
-            f"the kernels that {_listed([p for p, _ in paths])} register"
+            f"the {what} that {_listed([p for p, _ in paths])} register"
             f"{'' if many else 's'} for the torch operator{'s' if plural else ''} "
             f"{_listed(ops)} are not inlined: upstream's import runs "
             f"{'those modules' if many else 'that module'} only under an `if` (a device or a "

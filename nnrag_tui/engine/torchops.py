@@ -390,6 +390,32 @@ def _run_calls(node: ast.stmt) -> list[ast.expr]:
     return out
 
 
+# what registering through each of torch.library's functions (a ``Library``'s methods and an
+# operator's own methods of that name alike) adds to an operator defined elsewhere
+_KINDS = {
+    "impl": "kernel", "register_kernel": "kernel", "_impl_with_aoti_compile": "kernel",
+    "impl_abstract": "fake", "register_fake": "fake", "_register_fake": "fake",
+    "register_autograd": "gradient", "register_autocast": "autocast rule",
+    "register_vmap": "vmap rule", "register_torch_dispatch": "dispatch rule",
+}
+
+
+def registration_kinds(node: ast.stmt) -> set[str]:
+    """What a module-level statement registers for operators (``kernel``, ``fake``,
+    ``gradient``, ...), by the registering function's name as written, also inside its
+    module-level ``if``, ``try``, ``with`` or ``for``: bitsandbytes' ``@register_kernel(
+    "bitsandbytes::gemm_4bit", "cuda")`` a kernel, ``@halve.register_fake`` a fake. Through a
+    name of the module's own for such a function (``registering_alias``): ``registration``."""
+    out: set[str] = set()
+    for st in _run_statements(node):
+        for call in _run_calls(st):
+            name = dotted(call.func if isinstance(call, ast.Call) else call) or ""
+            kind = _KINDS.get(name.rsplit(".", 1)[-1])
+            if kind is not None:
+                out.add(kind)
+    return out or {"registration"}
+
+
 def _method_owners(node: ast.stmt) -> list[str]:
     """``NAME`` for each ``NAME.register_…`` a statement calls as it runs: a decorator, or the
     call a statement is (or assigns)."""
