@@ -78,7 +78,6 @@ class OpRegistrations:
                     if op not in own and not torch_defines(op):
                         self.undefined_ops.setdefault(op, []).append(node)
                     continue
-                name = f"torch.ops.{op.replace('::', '.')}"
                 regs = self._op_nodes.get(op)
                 if regs is None:
                     loaded = self._loaded_with(node, found)
@@ -91,15 +90,13 @@ class OpRegistrations:
                     defining = tuple(n for n, defines in regs if defines)
                     for n, defines in regs:
                         if not defines:
-                            self.b.deps.append(Dependency(n, name, "definition", op,
-                                                        "registration", 1.0, True, defining))
+                            self._depends(n, op, defining)
                 elif self._left_out[op]:
                     self._take(op, self._loaded_with(node, found))
                 self._note_left_out(node, op)
                 if op not in own:
                     self._readers[op].append(node)
-                    self.b.deps.append(Dependency(node, name, "definition", op, "registration",
-                                                  1.0, True, tuple(n for n, _ in regs)))
+                    self._depends(node, op, tuple(n for n, _ in regs))
         for op, left in self._left_out.items():
             if left:  # a module the closure has come to span since
                 self._take(op, self.b.modules)
@@ -115,22 +112,25 @@ class OpRegistrations:
             return
         self._left_out[op] = [x for x in left if x not in taken]
         regs = self._op_nodes[op]
-        name = f"torch.ops.{op.replace('::', '.')}"
         defining = tuple(n for n, defines in regs if defines)
         added = []
         for entry, i in taken:
             n = self.b.add(entry, i)
             regs.append((n, False))
             added.append(n)
-            self.b.deps.append(Dependency(n, name, "definition", op, "registration", 1.0, True,
-                                          defining))
+            self._depends(n, op, defining)
             conditional = self.conditional_ops.get(op, {})
             conditional.pop(entry.key, None)
             if not conditional:
                 self.conditional_ops.pop(op, None)
         for reader in self._readers[op]:
-            self.b.deps.append(Dependency(reader, name, "definition", op, "registration", 1.0,
-                                          True, tuple(added)))
+            self._depends(reader, op, tuple(added))
+
+    def _depends(self, user: NodeId, op: str, nodes: tuple[NodeId, ...]) -> None:
+        """The edge from ``user`` to the statements ``nodes`` defining or registering
+        something for operator ``op``: needed as the module runs."""
+        self.b.deps.append(Dependency(user, f"torch.ops.{op.replace('::', '.')}", "definition",
+                                      op, "registration", 1.0, True, nodes))
 
     def _loaded_with(self, node: NodeId, found: list[tuple[ModuleEntry, int, bool]]
                      ) -> set[tuple[str, str]]:

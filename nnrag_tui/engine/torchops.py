@@ -68,12 +68,17 @@ from nnrag_tui.engine import treewalk
 from nnrag_tui.engine.parse import dotted
 
 # torch.library's functions that define an operator, and those that register something for
-# one already defined (torch raises "operator ... does not exist" before its definition)
+# one already defined (torch raises "operator ... does not exist" before its definition), with
+# what each registers (a ``Library``'s methods and an operator's own methods of that name alike;
+# the private ones are a ``Library``'s only)
 _DEFINES = frozenset({"custom_op", "triton_op", "define"})
-_REGISTERS = _DEFINES | {
-    "impl", "impl_abstract", "register_fake", "register_autograd", "register_kernel",
-    "register_autocast", "register_vmap", "register_torch_dispatch",
+_KINDS = {
+    "impl": "kernel", "register_kernel": "kernel", "_impl_with_aoti_compile": "kernel",
+    "impl_abstract": "fake", "register_fake": "fake", "_register_fake": "fake",
+    "register_autograd": "gradient", "register_autocast": "autocast rule",
+    "register_vmap": "vmap rule", "register_torch_dispatch": "dispatch rule",
 }
+_REGISTERS = _DEFINES | {name for name in _KINDS if not name.startswith("_")}
 # torch's own namespaces: nothing in a corpus registers their operators
 _TORCH_NAMESPACES = frozenset({
     "aten", "prims", "prim", "higher_order", "quantized", "_quantized", "quantized_decomposed",
@@ -388,16 +393,6 @@ def _run_calls(node: ast.stmt) -> list[ast.expr]:
         out.append(value)
     out += [c.func for c in out if isinstance(c, ast.Call) and isinstance(c.func, ast.Call)]
     return out
-
-
-# what registering through each of torch.library's functions (a ``Library``'s methods and an
-# operator's own methods of that name alike) adds to an operator defined elsewhere
-_KINDS = {
-    "impl": "kernel", "register_kernel": "kernel", "_impl_with_aoti_compile": "kernel",
-    "impl_abstract": "fake", "register_fake": "fake", "_register_fake": "fake",
-    "register_autograd": "gradient", "register_autocast": "autocast rule",
-    "register_vmap": "vmap rule", "register_torch_dispatch": "dispatch rule",
-}
 
 
 def registration_kinds(node: ast.stmt) -> set[str]:
