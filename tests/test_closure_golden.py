@@ -253,7 +253,10 @@ MUST = {
     # then, the import stays (einops' ``from .layers import tensorflow``)
     ("local_module_import", "Net"): ['aggr = types.ModuleType("lmi.aggr")',
                                      "O.__dict__.update(\n    double=double,\n)",
-                                     "        from lmi import late\n"],
+                                     "        from lmi import late\n",
+                                     # read only for its ``__name__``: an object holding none
+                                     'named = types.ModuleType("lmi.named")\n\n\n',
+                                     "it holds none of the names that module binds"],
     # timm's ``_model_entrypoints``: too many such modules fill it to inline them; said
     ("package_registry", "Teacher"): ["is filled upstream also by 5 modules that importing "
                                       "pkgreg.teacher runs"],
@@ -749,6 +752,7 @@ MUST_NOT = {
     ("module_registry", "EncA"): ["class EncB"],
     ("package_registry", "Teacher"): ["class M1", "register_model"],
     ("local_module_import", "Net"): ["import lmi.aggr", "from lmi import ops", "def halve",
+                                     "named.__dict__", "it holds , ",
                                      "def triple"],
     ("refusing_registry", "Small"): ["class Large", "class Looked", "def get_model"],
     ("guarded_const", "Attention"): ["_UNRELATED", "to_3tuple"],

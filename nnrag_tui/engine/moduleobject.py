@@ -192,8 +192,9 @@ def object_text(module: str, members: list[str],
     """The statement; a member of ``unsure`` is set only where this file has bound it. With
     ``anchor`` (upstream's file name of the module), the object is the anchor of its files."""
     body = "".join(f"    {n}={n},\n" for n in members if n not in unsure)
-    text = (f'{MODULE_OBJECT} = types.ModuleType("{module}")\n'
-            f"{MODULE_OBJECT}.__dict__.update(\n{body})\n")
+    text = f'{MODULE_OBJECT} = types.ModuleType("{module}")\n'
+    if body:  # (none where what reads it reads only what every module has: ``__name__``)
+        text += f"{MODULE_OBJECT}.__dict__.update(\n{body})\n"
     for n in sorted(unsure & set(members)):
         text += (f"try:  # bound on some paths only\n"
                  f'    {MODULE_OBJECT}.__dict__["{n}"] = {n}\n'
@@ -246,6 +247,12 @@ class ModuleObject:
             held = sorted([n for n, _ in self.members] + self.held)
             what = ", ".join(f"`{n}`" for n in held) if count <= MAX_SHOWN else \
                 f"the {count} names of that module read from it there"
+            if not held:  # (spikingjelly's ``surrogate_module.__name__``)
+                return (f"`{name}` is a module object standing in for {self.module}, which "
+                        f"{self.user} imports inside a function: it holds none of the names "
+                        "that module binds, since the function reads none of them from it "
+                        "(only what every module has, such as `__name__`), so calling that "
+                        "function needs no installed package")
             return (f"`{name}` is a module object standing in for {self.module}, which "
                     f"{self.user} imports inside a function: it holds {what}, inlined or "
                     "imported here, so calling that function needs no installed package")
