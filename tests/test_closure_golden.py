@@ -412,6 +412,20 @@ MUST = {
     # ... and so does a later reader whose own module imports it under no ``if``
     ("torch_ops_late_module", "ScalesLazily"): [
         '@torch.library.impl("nnrag_golden_late::scale", ["CUDA"])\ndef _scale_cuda(x):'],
+    # A helper that defines operators in the namespace it is given, as spikingjelly's
+    # ``_register_dispatch("sj_lif", ...)`` does: its call defines them, and comes along (not
+    # spikingjelly's own, which imports modules of its package by computed name); in a module
+    # imported only inside functions, the statement reading the operator runs after it in
+    # that module's function, where upstream reads it
+    ("torch_ops_deferred", "Halves"): [
+        'def register_halving(namespace):',
+        '    _library = register_halving("nnrag_golden_deferred")\n'
+        '    _halve = torch.ops.nnrag_golden_deferred.halve.default\n'],
+    # ... also where no statement names the namespace (built in a loop): the file imports
+    ("torch_ops_deferred", "HalvesOnRequest"): [
+        '    _halve_looped = torch.ops.nnrag_golden_looped.halve.default\n',
+        "the torch operator nnrag_golden_looped::halve (defops/loop_kernels.py:12) is defined "
+        "by no statement that names it"],
     # ... and where the module names ``torch.library``'s functions otherwise (flash-attn's
     # ``_torch_custom_op_wrapper = torch.library.custom_op``)
     ("torch_ops_alias", "Net"): [
@@ -720,6 +734,8 @@ MUST_NOT = {
     ("torch_ops_alias", "Net"): ["_unused", "defined by no statement"],
     ("torch_ops_guarded", "Net"): ["unused", "import kernels", "defined by no statement",
                                    "_get_raw_stream", "_shift_cuda", "register_autocast"],
+    ("torch_ops_deferred", "Halves"): ["defined by no statement", "\n_halve = "],
+    ("torch_ops_deferred", "HalvesOnRequest"): ["\n_halve_looped = ", "register_halving"],
     ("torch_ops_late_module", "ReadsKernelFirst"): ["not inlined"],
     ("torch_ops_late_module", "ReadsDefineFirst"): ["not inlined", "def _fused("],
     ("torch_ops_late_module", "ScalesLazily"): ["not inlined", "nnrag_golden_late::fused"],

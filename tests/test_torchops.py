@@ -9,6 +9,7 @@ from nnrag_tui.engine.torchops import (
     built_namespaces,
     may_register,
     module_registrations,
+    namespace_parameter,
     op_reads,
     registered_ops,
     registration_kinds,
@@ -249,3 +250,49 @@ def test_what_a_registration_adds_to_its_operator():
     assert registration_kinds(_stmt(
         '@_torch_register_fake_wrapper("flash_attn::fwd")\ndef _(q):\n    pass\n')) == {
         "registration"}
+
+
+def test_a_helper_that_defines_operators_in_the_namespace_it_is_given():
+    # spikingjelly's ``_register_dispatch(namespace, cpu, selection)``: a Library of the
+    # namespace, operators defined under ``f"{namespace}::{direction}"``
+    dispatch = _stmt(
+        "def _register_dispatch(namespace, cpu, selection):\n"
+        '    library = torch.library.Library(namespace, "FRAGMENT")\n'
+        '    for direction in ("forward", "backward"):\n'
+        '        definition = torch.library.triton_op(f"{namespace}::{direction}", impl)\n'
+        '        library.impl(direction, reference, "CPU")\n'
+        "    return library\n")
+    assert namespace_parameter(dispatch) == (0, "namespace")
+    # ... but not where it imports a module by a name it computes, as spikingjelly's does
+    # (``importlib.import_module(f"{cpu.__package__}.autograd")``): no file holds that module
+    computed = ast.parse(ast.unparse(dispatch)).body[0]
+    computed.body.insert(0, _stmt('validation = importlib.import_module(f"{cpu.__package__}.v")'))
+    assert namespace_parameter(computed) is None
+    # ``define`` on a Library made of a parameter; a name built with ``+``
+    assert namespace_parameter(_stmt(
+        "def make(doc, ns):\n    lib = Library(ns, 'DEF')\n    lib.define('halve(Tensor x) -> "
+        "Tensor')\n")) == (1, "ns")
+    assert namespace_parameter(_stmt(
+        "def make(ns):\n    torch.library.define(ns + '::halve', '(Tensor x) -> Tensor')\n"
+    )) == (0, "ns")
+    # what defines nothing in a namespace it is given: a Library it only registers kernels
+    # in, a name of its own, a namespace that is not a parameter, a class
+    for text in ("def f(ns):\n    lib = Library(ns, 'IMPL')\n    lib.impl('op', g, 'CPU')\n",
+                 "def f(ns):\n    torch.library.define('mine::op', '(Tensor x) -> Tensor')\n",
+                 "def f(x):\n    torch.library.custom_op(f'{NS}::op', g)\n",
+                 "def f(ns):\n    torch.library.custom_op(f'x{ns}::op', g)\n",
+                 "class C:\n    lib = Library(NS, 'DEF')\n"):
+        assert namespace_parameter(_stmt(text)) is None, text
+    # its call defines every operator of the namespace passed, by position, keyword or a
+    # module constant; not one it cannot tell
+    helpers = {"_register_dispatch": (0, "namespace"), "ops.make": (1, "ns")}
+    body = ast.parse(
+        '_NS = "sj_if"\n'
+        '_dispatch = _register_dispatch("sj_lif", _cpu, _selection)\n'
+        '_register_dispatch(namespace="sj_plif", cpu=_cpu, selection=_s)\n'
+        "ops.make(doc, _NS)\n"
+        "for ns in NAMES:\n    _register_dispatch(ns, _cpu, _s)\n"
+        "_register_dispatch(*args)\n").body
+    assert module_registrations(body, helpers) == [
+        {}, {"sj_lif::*": True}, {"sj_plif::*": True}, {"sj_if::*": True}, {}, {}]
+    assert module_registrations(body) == [{}] * 6

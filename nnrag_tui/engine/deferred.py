@@ -14,10 +14,12 @@ none of these: its code runs as the file is imported, as upstream's does
 (``Closure.run_at_import``).
 
 Such a module's code (its statements in the closure other than definitions, imports and
-assignments that call nothing of the corpus: the ``try``, ``if``, ``for``, ``with`` and
-expression statements the header's note on it lists, and BigVGAN's
+assignments that call nothing of the corpus and read no torch operator: the ``try``, ``if``,
+``for``, ``with`` and expression statements the header's note on it lists, BigVGAN's
 ``anti_alias_activation_cuda = load.load()``, which builds a CUDA extension and fails without
-one) goes, in upstream's order, into a function of its own that declares every name that
+one, and spikingjelly's ``_forward = torch.ops.sj_lif.forward.default``, which raises
+AttributeError where what defines the operator upstream, a statement of the module before
+it, has not run) goes, in upstream's order, into a function of its own that declares every name that
 code binds ``global`` (a class or function defined there keeps its plain ``__qualname__``), runs
 it once and records that it did: ``_run_text_model()``. Each import inside a function that
 imports that module calls it first, as upstream's import runs the module. It is defined before

@@ -89,11 +89,22 @@ from nnrag_tui.engine.op_registrations import OpRegistrations
 from nnrag_tui.engine.parse import dotted, resolve_relative
 from nnrag_tui.engine.registry_scope import scope_registries, shared_tree_clashes
 from nnrag_tui.engine.side_effects import SideEffects
-from nnrag_tui.engine.torchops import may_register, module_registrations
+from nnrag_tui.engine.torchops import (
+    may_register,
+    module_registrations,
+    namespace_parameter,
+    op_reads,
+)
 from nnrag_tui.engine.typing_only import typing_only
 
 # ``sys.modules[name] = module``, as a package aliases its old module paths
 _SYS_MODULES_STORE = re.compile(r"\bsys\.modules\[[^\]\n]+\]\s*=(?!=)")
+
+
+def _reads_operator(ms: ModuleSource, st: TopStmt) -> bool:
+    """Whether a module-level statement reads a torch operator of a corpus
+    (``torch.ops.NS.OP``, engine.torchops): it needs what registers it to have run."""
+    return "torch.ops." in ms.stmt_text(st) and bool(ms.stmt_fact(st, op_reads))
 
 
 def _packages(modules) -> str:
@@ -225,18 +236,53 @@ class Resolver:
         if hit is None:
             hit = self._ops[source] = {}
             at = self._ops_at[source] = {}
-            for key, entry in sorted(self.index.entries.items()):
-                if key[0] != source:
-                    continue
-                if not may_register(self.file_data(entry)):
+            entries = [(key, entry) for key, entry in sorted(self.index.entries.items())
+                       if key[0] == source]
+            may = {key for key, entry in entries if may_register(self.file_data(entry))}
+            helpers = self._namespace_helpers([e for k, e in entries if k in may])
+            called = sorted({name for _, name in helpers})
+            for key, entry in entries:
+                data = self.file_data(entry)
+                mine = {}
+                if called and any(f"{name}(".encode() in data for name in called):
+                    mine = self._helper_names(entry, helpers)
+                if key not in may and not mine:
                     continue
                 stmts = self.module_source(entry).stmts
-                for st, ops in zip(stmts, module_registrations([st.node for st in stmts])):
+                for st, ops in zip(stmts, module_registrations([st.node for st in stmts],
+                                                                mine)):
                     for op, defines in ops.items():
                         hit.setdefault(op, []).append((entry, st.index, defines))
                     if ops:
                         at[(key, st.index)] = tuple(sorted(ops))
         return hit
+
+    def _namespace_helpers(self, entries: list[ModuleEntry]
+                           ) -> dict[tuple[str, str], tuple[int, str]]:
+        """(module, name) of each module-level function of ``entries`` that defines operators
+        in the namespace it is given, with where it takes it (torchops.namespace_parameter)."""
+        out = {}
+        for entry in entries:
+            for st in self.module_source(entry).stmts:
+                if st.kind == "function":
+                    found = namespace_parameter(st.node)
+                    if found is not None:
+                        out[(entry.module, st.node.name)] = found
+        return out
+
+    def _helper_names(self, entry: ModuleEntry,
+                      helpers: dict[tuple[str, str], tuple[int, str]]
+                      ) -> dict[str, tuple[int, str]]:
+        """The names a module binds to such helpers: its own, and those it imports by name
+        (``from ..dispatch import _register_dispatch``), under no ``if TYPE_CHECKING:``."""
+        out = {name: found for (module, name), found in helpers.items()
+               if module == entry.module}
+        for bound, records in entry.imports.items():
+            for r in records:
+                found = helpers.get((r.target, r.name or ""))
+                if found is not None and r.guard.kind != "type_checking":
+                    out[bound] = found
+        return out
 
     def ops_registered_at(self, node: tuple[tuple[str, str], int]) -> tuple[str, ...]:
         """The operators a module-level statement registers something for (``NS::OP``)."""
@@ -882,7 +928,9 @@ class _ClosureBuilder:
         code when such a function is first called; inlined, that code runs when the file is
         imported. Where it is more than definitions (``try: import triton except ImportError:
         raise RuntimeError(...)``, or an assignment that calls one of the corpus's: BigVGAN's
-        ``anti_alias_activation_cuda = load.load()`` builds a CUDA extension), the file may
+        ``anti_alias_activation_cuda = load.load()`` builds a CUDA extension, or one that
+        reads a torch operator: spikingjelly's ``_ops/lif/__init__.py`` binds ``_forward =
+        torch.ops.sj_lif.forward.default`` after the statement registering it), the file may
         fail to import where upstream's module does not: said in the header. A module that
         upstream's import of the block's module runs anyway, through a package ``__init__``
         (solo's ``utils/backbones.py``, which ``solo/utils/__init__.py`` imports), runs when
@@ -903,7 +951,8 @@ class _ClosureBuilder:
             ms = self.modules[key]
             found = tuple((k, i) for k, i in nodes if k == key and (
                 ms.stmts[i].kind in ("compound", "other") or ms.stmts[i].kind == "assign"
-                and called.get((k, i), set()) & ms.load_calls(ms.stmts[i])))
+                and (called.get((k, i), set()) & ms.load_calls(ms.stmts[i])
+                     or _reads_operator(ms, ms.stmts[i]))))
             if not found:
                 continue
             code = [ms.stmts[i] for _, i in found]

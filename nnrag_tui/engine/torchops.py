@@ -52,6 +52,14 @@ then ``_lib.define("mla(Tensor q, ...) -> Tensor")``, ``_lib.impl("mla", _mla_cp
 statement registers that operator; it is not a change of ``_lib`` that comes with every use of
 it, so a library's other operators stay behind.
 
+Or a helper of the repository defines operators in the namespace it is given
+(``namespace_parameter``): ``def register_halving(namespace): library =
+torch.library.Library(namespace, "FRAGMENT"); library.define("halve(Tensor x) -> Tensor")``,
+then ``_library = register_halving("ns")``, a statement of a module importing it, defines every
+operator of ``ns`` (``ns::*``). spikingjelly's ``_register_dispatch`` is such a helper, but it
+also imports its package's modules by a name it computes, which no file can hold: it is not
+taken, and the header names its operators as defined by no statement.
+
 Or a module names ``torch.library``'s functions otherwise: flash-attn's
 ``_torch_custom_op_wrapper = torch.library.custom_op`` under a version check
 (``registering_alias``), then ``@_torch_custom_op_wrapper("flash_attn::_flash_attn_forward",
@@ -65,6 +73,7 @@ import re
 from collections.abc import Mapping
 
 from nnrag_tui.engine import treewalk
+from nnrag_tui.engine.dynimport import computed_imports
 from nnrag_tui.engine.parse import dotted
 
 # torch.library's functions that define an operator, and those that register something for
@@ -223,15 +232,28 @@ def _text(node: ast.expr, consts: Mapping[str, str]) -> str | None:
 
 
 def registered_ops(node: ast.stmt, consts: Mapping[str, str] | None = None,
-                   aliases: Mapping[str, str] | None = None) -> dict[str, bool]:
+                   aliases: Mapping[str, str] | None = None,
+                   helpers: Mapping[str, tuple[int, str]] | None = None) -> dict[str, bool]:
     """``NS::OP`` for each operator a module-level statement defines or registers something
     for through ``torch.library``, and whether it defines it; ``consts``: the module's
     ``string_constants``, for names built from them; ``aliases``: its names for
-    ``torch.library``'s functions (``registering_alias``)."""
+    ``torch.library``'s functions (``registering_alias``); ``helpers``: its names for the
+    repository's functions that define operators in the namespace they are given
+    (``namespace_parameter``), whose call defines every operator of that namespace."""
     calls = [c for c in _run_calls(node) if isinstance(c, ast.Call)]
     out: dict[str, bool] = {}
     for call in calls:
         name = dotted(call.func)
+        helper = (helpers or {}).get(name or "")
+        if helper is not None:
+            index, param = helper
+            given = [*call.args[index:index + 1],
+                     *(k.value for k in call.keywords if k.arg == param)]
+            ns = _text(given[0], consts or {}) if given and not any(
+                isinstance(a, ast.Starred) for a in call.args[:index + 1]) else None
+            if ns is not None and ns.isidentifier():
+                out[f"{ns}::*"] = True
+            continue
         last = name.rsplit(".", 1)[-1] if name else ""
         last = (aliases or {}).get(name or "", last)
         if last not in _REGISTERS:
@@ -249,14 +271,16 @@ def registered_ops(node: ast.stmt, consts: Mapping[str, str] | None = None,
     return out
 
 
-def module_registrations(body: list[ast.stmt]) -> list[dict[str, bool]]:
+def module_registrations(body: list[ast.stmt],
+                         helpers: Mapping[str, tuple[int, str]] | None = None
+                         ) -> list[dict[str, bool]]:
     """``registered_ops`` of each top-level statement of a module, its names built from the
     module's ``string_constants``, and with what registers something through a method of an
     operator the module defines: ``@twice.register_fake`` on a function, or
     ``twice.register_autograd(backward, setup_context=setup)``, where ``twice`` is the
     function ``@torch.library.custom_op("ns::twice", ...)`` made. A name the module binds to
     one of ``torch.library``'s functions registers as that function does
-    (``registering_alias``)."""
+    (``registering_alias``). ``helpers``: as ``registered_ops``'s."""
     consts = string_constants(body)
     defined: dict[str, str] = {}
     libraries: dict[str, str] = {}  # name -> the namespace of the Library it is bound to
@@ -271,7 +295,7 @@ def module_registrations(body: list[ast.stmt]) -> list[dict[str, bool]]:
             alias = registering_alias(st)
             if alias is not None:
                 aliases[alias[0]] = alias[1]
-            own = registered_ops(st, consts, aliases)
+            own = registered_ops(st, consts, aliases, helpers)
             for name in _method_owners(st):
                 if name in defined:
                     own.setdefault(defined[name], False)
@@ -290,6 +314,68 @@ def module_registrations(body: list[ast.stmt]) -> list[dict[str, bool]]:
                 ops[op] = ops.get(op, False) or defines
         out.append(ops)
     return out
+
+
+def namespace_parameter(node: ast.stmt) -> tuple[int, str] | None:
+    """Where a module-level function takes the namespace it defines operators in, as
+    (position, name) of that parameter: spikingjelly's ``_register_dispatch(namespace, cpu,
+    selection)`` makes ``torch.library.Library(namespace, "FRAGMENT")`` and calls
+    ``torch.library.triton_op(f"{namespace}::{direction}", ...)``, for ``_dispatch =
+    _register_dispatch("sj_lif", _cpu, _selection)``, and nothing names ``sj_lif::forward``.
+    It defines one where it calls ``define``, ``custom_op`` or ``triton_op`` with a name
+    starting with that parameter and ``::``, or ``define`` on a ``Library`` it makes of it.
+    None for any other function, and for one that imports a module by a name it computes:
+    spikingjelly's helper imports ``f"{cpu.__package__}.autograd"``, a module of upstream's
+    package that no file can hold, so its call would fail in the file all the same, and with
+    its operators named as defined by no statement the header says why."""
+    if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) or computed_imports(node):
+        return None
+    params = [a.arg for a in (*node.args.posonlyargs, *node.args.args)]
+    made: dict[str, str] = {}  # local name -> the parameter its Library is made of
+    found: set[str] = set()
+    for sub in treewalk.walk(node):
+        if isinstance(sub, ast.Assign) and len(sub.targets) == 1 and \
+                isinstance(sub.targets[0], ast.Name) and isinstance(sub.value, ast.Call) and \
+                (dotted(sub.value.func) or "").rsplit(".", 1)[-1] == "Library":
+            first = [*sub.value.args[:1], *(k.value for k in sub.value.keywords if k.arg == "ns")]
+            if first and isinstance(first[0], ast.Name) and first[0].id in params:
+                made[sub.targets[0].id] = first[0].id
+        if not isinstance(sub, ast.Call):
+            continue
+        func = sub.func
+        if isinstance(func, ast.Attribute) and func.attr == "define" and \
+                isinstance(func.value, ast.Name) and func.value.id in made:
+            found.add(made[func.value.id])
+        elif (dotted(func) or "").rsplit(".", 1)[-1] in _DEFINES:
+            first = [*sub.args[:1], *(k.value for k in sub.keywords if k.arg == "name")]
+            param = _leading_name(first[0]) if first else None
+            if param in params:
+                found.add(param)
+    for param in params:
+        if param in found:
+            return params.index(param), param
+    return None
+
+
+def _leading_name(node: ast.expr) -> str | None:
+    """``P`` where a string is built as ``f"{P}::..."`` or ``P + "::..."``."""
+    if isinstance(node, ast.JoinedStr) and len(node.values) >= 2:
+        head, rest = node.values[0], node.values[1]
+        if isinstance(head, ast.FormattedValue) and isinstance(head.value, ast.Name) and \
+                head.conversion == -1 and head.format_spec is None and \
+                isinstance(rest, ast.Constant) and str(rest.value).startswith("::"):
+            return head.value.id
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        left = node.left
+        while isinstance(left, ast.BinOp) and isinstance(left.op, ast.Add):
+            left = left.left
+        parent = node
+        while isinstance(parent.left, ast.BinOp):
+            parent = parent.left
+        if isinstance(left, ast.Name) and isinstance(parent.right, ast.Constant) and \
+                str(parent.right.value).startswith("::"):
+            return left.id
+    return None
 
 
 def registering_alias(node: ast.stmt) -> tuple[str, str] | None:
