@@ -421,11 +421,18 @@ MUST = {
         'def register_halving(namespace):',
         '    _library = register_halving("nnrag_golden_deferred")\n'
         '    _halve = torch.ops.nnrag_golden_deferred.halve.default\n'],
-    # ... also where no statement names the namespace (built in a loop): the file imports
+    # ... also where no statement names the namespace (built in a loop), or where the helper
+    # imports a module of its package by computed name, which no file holds (spikingjelly's
+    # own): the file imports, and the header names that helper's call
     ("torch_ops_deferred", "HalvesOnRequest"): [
         '    _halve_looped = torch.ops.nnrag_golden_looped.halve.default\n',
         "the torch operator nnrag_golden_looped::halve (defops/loop_kernels.py:12) is defined "
-        "by no statement that names it"],
+        "by no statement that names it",
+        '    _halve_package = torch.ops.nnrag_golden_package.halve.default\n',
+        "the torch operator nnrag_golden_package::halve (defops/package_kernels.py:10) is "
+        'defined upstream by `register_from_package("nnrag_golden_package", ...)` '
+        "(defops/package_kernels.py:9), a helper that also imports modules of its package by a "
+        "name it computes"],
     # ... and where the module names ``torch.library``'s functions otherwise (flash-attn's
     # ``_torch_custom_op_wrapper = torch.library.custom_op``)
     ("torch_ops_alias", "Net"): [
@@ -735,7 +742,10 @@ MUST_NOT = {
     ("torch_ops_guarded", "Net"): ["unused", "import kernels", "defined by no statement",
                                    "_get_raw_stream", "_shift_cuda", "register_autocast"],
     ("torch_ops_deferred", "Halves"): ["defined by no statement", "\n_halve = "],
-    ("torch_ops_deferred", "HalvesOnRequest"): ["\n_halve_looped = ", "register_halving"],
+    ("torch_ops_deferred", "HalvesOnRequest"): ["\n_halve_looped = ", "register_halving",
+                                                "def register_from_package", "import importlib",
+                                                "nnrag_golden_package::halve (defops/package_"
+                                                "kernels.py:10) is defined by no statement"],
     ("torch_ops_late_module", "ReadsKernelFirst"): ["not inlined"],
     ("torch_ops_late_module", "ReadsDefineFirst"): ["not inlined", "def _fused("],
     ("torch_ops_late_module", "ScalesLazily"): ["not inlined", "nnrag_golden_late::fused"],

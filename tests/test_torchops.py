@@ -6,9 +6,11 @@ import ast
 
 from nnrag_tui.engine.torchops import (
     MAY_REGISTER,
+    NamespaceHelper,
     built_namespaces,
     may_register,
     module_registrations,
+    namespace_helper_calls,
     namespace_parameter,
     op_reads,
     registered_ops,
@@ -262,19 +264,19 @@ def test_a_helper_that_defines_operators_in_the_namespace_it_is_given():
         '        definition = torch.library.triton_op(f"{namespace}::{direction}", impl)\n'
         '        library.impl(direction, reference, "CPU")\n'
         "    return library\n")
-    assert namespace_parameter(dispatch) == (0, "namespace")
-    # ... but not where it imports a module by a name it computes, as spikingjelly's does
-    # (``importlib.import_module(f"{cpu.__package__}.autograd")``): no file holds that module
+    assert namespace_parameter(dispatch) == (0, "namespace", True)
+    # ... but a file cannot run one that imports a module by a name it computes, as
+    # spikingjelly's does (``importlib.import_module(f"{cpu.__package__}.autograd")``)
     computed = ast.parse(ast.unparse(dispatch)).body[0]
     computed.body.insert(0, _stmt('validation = importlib.import_module(f"{cpu.__package__}.v")'))
-    assert namespace_parameter(computed) is None
+    assert namespace_parameter(computed) == (0, "namespace", False)
     # ``define`` on a Library made of a parameter; a name built with ``+``
     assert namespace_parameter(_stmt(
         "def make(doc, ns):\n    lib = Library(ns, 'DEF')\n    lib.define('halve(Tensor x) -> "
-        "Tensor')\n")) == (1, "ns")
+        "Tensor')\n")) == (1, "ns", True)
     assert namespace_parameter(_stmt(
         "def make(ns):\n    torch.library.define(ns + '::halve', '(Tensor x) -> Tensor')\n"
-    )) == (0, "ns")
+    )) == (0, "ns", True)
     # what defines nothing in a namespace it is given: a Library it only registers kernels
     # in, a name of its own, a namespace that is not a parameter, a class
     for text in ("def f(ns):\n    lib = Library(ns, 'IMPL')\n    lib.impl('op', g, 'CPU')\n",
@@ -285,7 +287,8 @@ def test_a_helper_that_defines_operators_in_the_namespace_it_is_given():
         assert namespace_parameter(_stmt(text)) is None, text
     # its call defines every operator of the namespace passed, by position, keyword or a
     # module constant; not one it cannot tell
-    helpers = {"_register_dispatch": (0, "namespace"), "ops.make": (1, "ns")}
+    helpers = {"_register_dispatch": NamespaceHelper(0, "namespace", True),
+               "ops.make": NamespaceHelper(1, "ns", True)}
     body = ast.parse(
         '_NS = "sj_if"\n'
         '_dispatch = _register_dispatch("sj_lif", _cpu, _selection)\n'
@@ -296,3 +299,8 @@ def test_a_helper_that_defines_operators_in_the_namespace_it_is_given():
     assert module_registrations(body, helpers) == [
         {}, {"sj_lif::*": True}, {"sj_plif::*": True}, {"sj_if::*": True}, {}, {}]
     assert module_registrations(body) == [{}] * 6
+    # where a file cannot run the helper, the calls that define operators upstream
+    assert namespace_helper_calls(body, helpers) == [
+        (1, "sj_lif", "_register_dispatch"), (2, "sj_plif", "_register_dispatch"),
+        (3, "sj_if", "ops.make")]
+    assert namespace_helper_calls(body, {}) == []

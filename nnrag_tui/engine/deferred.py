@@ -19,10 +19,11 @@ assignments that call nothing of the corpus and read no torch operator: the ``tr
 ``anti_alias_activation_cuda = load.load()``, which builds a CUDA extension and fails without
 one, and spikingjelly's ``_forward = torch.ops.sj_lif.forward.default``, which raises
 AttributeError where what defines the operator upstream, a statement of the module before
-it, has not run) goes, in upstream's order, into a function of its own that declares every name that
-code binds ``global`` (a class or function defined there keeps its plain ``__qualname__``), runs
-it once and records that it did: ``_run_text_model()``. Each import inside a function that
-imports that module calls it first, as upstream's import runs the module. It is defined before
+it, has not run) goes, in upstream's order, into a function of its own that declares every
+name that code binds ``global`` (a class or function defined there keeps its plain
+``__qualname__``), runs it once and records that it did: ``_run_text_model()``. Each import
+inside a function that imports that module calls it first, as upstream's import runs the
+module. It is defined before
 the module's first statement and before the first function with such an import, so that it is
 there whenever one is called; the module's other statements stay where they were.
 

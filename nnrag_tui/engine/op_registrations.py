@@ -161,16 +161,32 @@ class OpRegistrations:
         """Operators read as ``torch.ops.NS.OP`` that no statement of the reader's repository
         defines by name: upstream, its compiled extension defines them (torchvision's
         ``nms``), or a helper that builds the name (spikingjelly's ``_register_dispatch(
-        "sj_lif", ...)``). Here they exist only where that has run: said in the header, as a
-        read at import then raises AttributeError."""
+        "sj_lif", ...)``, which the file cannot run: the header names that call). Here they
+        exist only where that has run: said in the header, as a read at import then raises
+        AttributeError."""
         included = set(nodes)
         parts = []
+        helped: dict[str, list[str]] = {}  # the helper's call -> the operators it defines
         for op, readers in sorted(self.undefined_ops.items()):
             where = sorted({(self.b.entries[k].facts.relpath, self.b.modules[k].stmts[i].line)
                             for k, i in readers if (k, i) in included})
             if where:
                 more = f" and {len(where) - 1} more" if len(where) > 1 else ""
-                parts.append(f"{op} ({where[0][0]}:{where[0][1]}{more})")
+                part = f"{op} ({where[0][0]}:{where[0][1]}{more})"
+                ns = op.partition("::")[0]
+                calls = self.r.unfollowed_helper_calls(readers[0][0][0]).get(ns)
+                if calls:
+                    helped.setdefault(self._helper_call(ns, calls), []).append(part)
+                else:
+                    parts.append(part)
+        for call, ops in helped.items():
+            many = len(ops) > 1
+            self.b.notes.append(
+                f"the torch operator{'s' if many else ''} {_listed(ops)} "
+                f"{'are' if many else 'is'} defined upstream by {call}, a helper that also "
+                "imports modules of its package by a name it computes, which no file can "
+                f"hold: that call is not inlined, so here {'they exist' if many else 'it exists'}"
+                " only once the call has run (the package installed and imported)")
         if parts:
             many = len(parts) > 1
             shown = ", ".join(parts[:4]) + (f" and {len(parts) - 4} more" if len(parts) > 4
@@ -182,6 +198,14 @@ class OpRegistrations:
                 f"builds the name defines {'them' if many else 'it'}, so here "
                 f"{'they exist' if many else 'it exists'} only once that has run (the package "
                 f"that defines {'them' if many else 'it'} installed and imported)")
+
+    def _helper_call(self, ns: str, calls: list[tuple[ModuleEntry, int, str]]) -> str:
+        """``name("ns", ...)`` (path:line), and how many more such calls."""
+        calls = sorted(calls, key=lambda c: (c[0].facts.relpath, c[1]))
+        entry, i, name = calls[0]
+        line = self.r.module_source(entry).stmts[i].line
+        more = f" and {len(calls) - 1} more" if len(calls) > 1 else ""
+        return f'`{name}("{ns}", ...)` ({entry.facts.relpath}:{line}{more})'
 
     def note_conditional(self, nodes: list[NodeId]) -> None:
         """The registrations for operators the file has (``conditional_ops``) that upstream

@@ -90,8 +90,10 @@ from nnrag_tui.engine.parse import dotted, resolve_relative
 from nnrag_tui.engine.registry_scope import scope_registries, shared_tree_clashes
 from nnrag_tui.engine.side_effects import SideEffects
 from nnrag_tui.engine.torchops import (
+    NamespaceHelper,
     may_register,
     module_registrations,
+    namespace_helper_calls,
     namespace_parameter,
     op_reads,
 )
@@ -155,6 +157,7 @@ class Resolver:
         self._ops: dict[str, dict[str, list[tuple[ModuleEntry, int, bool]]]] = {}
         # source -> (module, statement index) -> the operators that statement registers for
         self._ops_at: dict[str, dict[tuple[tuple[str, str], int], tuple[str, ...]]] = {}
+        self._ops_unfollowed: dict[str, dict[str, list[tuple[ModuleEntry, int, str]]]] = {}
 
     def run_order(self, entry: ModuleEntry) -> RunOrder:
         """The order upstream's import of ``entry`` runs the statements it runs."""
@@ -236,6 +239,7 @@ class Resolver:
         if hit is None:
             hit = self._ops[source] = {}
             at = self._ops_at[source] = {}
+            self._ops_unfollowed[source] = {}
             entries = [(key, entry) for key, entry in sorted(self.index.entries.items())
                        if key[0] == source]
             may = {key for key, entry in entries if may_register(self.file_data(entry))}
@@ -249,18 +253,31 @@ class Resolver:
                 if key not in may and not mine:
                     continue
                 stmts = self.module_source(entry).stmts
-                for st, ops in zip(stmts, module_registrations([st.node for st in stmts],
-                                                                mine)):
+                nodes = [st.node for st in stmts]
+                followed = {name: h for name, h in mine.items() if h.runnable}
+                for st, ops in zip(stmts, module_registrations(nodes, followed)):
                     for op, defines in ops.items():
                         hit.setdefault(op, []).append((entry, st.index, defines))
                     if ops:
                         at[(key, st.index)] = tuple(sorted(ops))
+                unfollowed = {name: h for name, h in mine.items() if not h.runnable}
+                for i, ns, name in namespace_helper_calls(nodes, unfollowed):
+                    self._ops_unfollowed[source].setdefault(ns, []).append((entry, i, name))
         return hit
 
+    def unfollowed_helper_calls(self, source: str
+                                ) -> dict[str, list[tuple[ModuleEntry, int, str]]]:
+        """By namespace, the module-level statements of one repository that call a helper
+        defining operators in it which a file cannot run (torchops.namespace_parameter), each
+        with the name called: spikingjelly's ``_register_dispatch("sj_lif", ...)``."""
+        self.op_registrations(source)
+        return self._ops_unfollowed[source]
+
     def _namespace_helpers(self, entries: list[ModuleEntry]
-                           ) -> dict[tuple[str, str], tuple[int, str]]:
+                           ) -> dict[tuple[str, str], NamespaceHelper]:
         """(module, name) of each module-level function of ``entries`` that defines operators
-        in the namespace it is given, with where it takes it (torchops.namespace_parameter)."""
+        in the namespace it is given, with where it takes it and whether a file can run it
+        (torchops.namespace_parameter)."""
         out = {}
         for entry in entries:
             for st in self.module_source(entry).stmts:
@@ -271,8 +288,8 @@ class Resolver:
         return out
 
     def _helper_names(self, entry: ModuleEntry,
-                      helpers: dict[tuple[str, str], tuple[int, str]]
-                      ) -> dict[str, tuple[int, str]]:
+                      helpers: dict[tuple[str, str], NamespaceHelper]
+                      ) -> dict[str, NamespaceHelper]:
         """The names a module binds to such helpers: its own, and those it imports by name
         (``from ..dispatch import _register_dispatch``), under no ``if TYPE_CHECKING:``."""
         out = {name: found for (module, name), found in helpers.items()

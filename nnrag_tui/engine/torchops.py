@@ -58,7 +58,8 @@ torch.library.Library(namespace, "FRAGMENT"); library.define("halve(Tensor x) ->
 then ``_library = register_halving("ns")``, a statement of a module importing it, defines every
 operator of ``ns`` (``ns::*``). spikingjelly's ``_register_dispatch`` is such a helper, but it
 also imports its package's modules by a name it computes, which no file can hold: it is not
-taken, and the header names its operators as defined by no statement.
+taken, and the header names the call that defines its operators upstream
+(``namespace_helper_calls``).
 
 Or a module names ``torch.library``'s functions otherwise: flash-attn's
 ``_torch_custom_op_wrapper = torch.library.custom_op`` under a version check
@@ -71,6 +72,7 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Mapping
+from typing import NamedTuple
 
 from nnrag_tui.engine import treewalk
 from nnrag_tui.engine.dynimport import computed_imports
@@ -233,7 +235,7 @@ def _text(node: ast.expr, consts: Mapping[str, str]) -> str | None:
 
 def registered_ops(node: ast.stmt, consts: Mapping[str, str] | None = None,
                    aliases: Mapping[str, str] | None = None,
-                   helpers: Mapping[str, tuple[int, str]] | None = None) -> dict[str, bool]:
+                   helpers: Mapping[str, NamespaceHelper] | None = None) -> dict[str, bool]:
     """``NS::OP`` for each operator a module-level statement defines or registers something
     for through ``torch.library``, and whether it defines it; ``consts``: the module's
     ``string_constants``, for names built from them; ``aliases``: its names for
@@ -246,12 +248,8 @@ def registered_ops(node: ast.stmt, consts: Mapping[str, str] | None = None,
         name = dotted(call.func)
         helper = (helpers or {}).get(name or "")
         if helper is not None:
-            index, param = helper
-            given = [*call.args[index:index + 1],
-                     *(k.value for k in call.keywords if k.arg == param)]
-            ns = _text(given[0], consts or {}) if given and not any(
-                isinstance(a, ast.Starred) for a in call.args[:index + 1]) else None
-            if ns is not None and ns.isidentifier():
+            ns = _namespace_given(call, helper, consts or {})
+            if ns is not None:
                 out[f"{ns}::*"] = True
             continue
         last = name.rsplit(".", 1)[-1] if name else ""
@@ -272,7 +270,7 @@ def registered_ops(node: ast.stmt, consts: Mapping[str, str] | None = None,
 
 
 def module_registrations(body: list[ast.stmt],
-                         helpers: Mapping[str, tuple[int, str]] | None = None
+                         helpers: Mapping[str, NamespaceHelper] | None = None
                          ) -> list[dict[str, bool]]:
     """``registered_ops`` of each top-level statement of a module, its names built from the
     module's ``string_constants``, and with what registers something through a method of an
@@ -316,19 +314,29 @@ def module_registrations(body: list[ast.stmt],
     return out
 
 
-def namespace_parameter(node: ast.stmt) -> tuple[int, str] | None:
-    """Where a module-level function takes the namespace it defines operators in, as
-    (position, name) of that parameter: spikingjelly's ``_register_dispatch(namespace, cpu,
-    selection)`` makes ``torch.library.Library(namespace, "FRAGMENT")`` and calls
-    ``torch.library.triton_op(f"{namespace}::{direction}", ...)``, for ``_dispatch =
-    _register_dispatch("sj_lif", _cpu, _selection)``, and nothing names ``sj_lif::forward``.
-    It defines one where it calls ``define``, ``custom_op`` or ``triton_op`` with a name
-    starting with that parameter and ``::``, or ``define`` on a ``Library`` it makes of it.
-    None for any other function, and for one that imports a module by a name it computes:
-    spikingjelly's helper imports ``f"{cpu.__package__}.autograd"``, a module of upstream's
-    package that no file can hold, so its call would fail in the file all the same, and with
-    its operators named as defined by no statement the header says why."""
-    if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) or computed_imports(node):
+class NamespaceHelper(NamedTuple):
+    """Where a function takes the namespace it defines operators in, and whether a file can
+    run it (``namespace_parameter``)."""
+
+    position: int
+    param: str
+    runnable: bool
+
+
+def namespace_parameter(node: ast.stmt) -> NamespaceHelper | None:
+    """Where a module-level function takes the namespace it defines operators in (the
+    position and name of that parameter), and whether a file can run it: spikingjelly's
+    ``_register_dispatch(namespace, cpu, selection)`` makes ``torch.library.Library(namespace,
+    "FRAGMENT")`` and calls ``torch.library.triton_op(f"{namespace}::{direction}", ...)``, for
+    ``_dispatch = _register_dispatch("sj_lif", _cpu, _selection)``, and nothing names
+    ``sj_lif::forward``. It defines one where it calls ``define``, ``custom_op`` or
+    ``triton_op`` with a name starting with that parameter and ``::``, or ``define`` on a
+    ``Library`` it makes of it. None for any other function. A file cannot run one that
+    imports a module by a name it computes: spikingjelly's imports ``f"{cpu.__package__}.
+    autograd"``, a module of upstream's package that no file can hold, so its call would fail
+    in the file all the same; it is not taken, and the header names its call
+    (``namespace_helper_calls``)."""
+    if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return None
     params = [a.arg for a in (*node.args.posonlyargs, *node.args.args)]
     made: dict[str, str] = {}  # local name -> the parameter its Library is made of
@@ -353,28 +361,62 @@ def namespace_parameter(node: ast.stmt) -> tuple[int, str] | None:
                 found.add(param)
     for param in params:
         if param in found:
-            return params.index(param), param
+            return NamespaceHelper(params.index(param), param, not computed_imports(node))
     return None
+
+
+def _namespace_given(call: ast.Call, helper: NamespaceHelper, consts: Mapping[str, str]
+                     ) -> str | None:
+    """The namespace a call of such a helper passes, where it is a string the statement
+    spells out or builds from the module's constants."""
+    index, param = helper.position, helper.param
+    if any(isinstance(a, ast.Starred) for a in call.args[:index + 1]):
+        return None
+    given = [*call.args[index:index + 1], *(k.value for k in call.keywords if k.arg == param)]
+    ns = _text(given[0], consts) if given else None
+    return ns if ns is not None and ns.isidentifier() else None
+
+
+def namespace_helper_calls(body: list[ast.stmt], helpers: Mapping[str, NamespaceHelper]
+                           ) -> list[tuple[int, str, str]]:
+    """(index of the top-level statement, namespace, the name called) for each call of a
+    helper of ``helpers`` (the module's names for them) that a module's top level makes as it
+    runs, with a namespace it spells out: where the file cannot run the helper, where its
+    operators are defined upstream."""
+    if not helpers:
+        return []
+    consts = string_constants(body)
+    out = []
+    for i, top in enumerate(body):
+        for st in _run_statements(top):
+            for call in _run_calls(st):
+                name = dotted(call.func) if isinstance(call, ast.Call) else None
+                if name in helpers:
+                    ns = _namespace_given(call, helpers[name], consts)
+                    if ns is not None:
+                        out.append((i, ns, name))
+    return out
 
 
 def _leading_name(node: ast.expr) -> str | None:
     """``P`` where a string is built as ``f"{P}::..."`` or ``P + "::..."``."""
-    if isinstance(node, ast.JoinedStr) and len(node.values) >= 2:
-        head, rest = node.values[0], node.values[1]
-        if isinstance(head, ast.FormattedValue) and isinstance(head.value, ast.Name) and \
-                head.conversion == -1 and head.format_spec is None and \
-                isinstance(rest, ast.Constant) and str(rest.value).startswith("::"):
-            return head.value.id
-    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
-        left = node.left
-        while isinstance(left, ast.BinOp) and isinstance(left.op, ast.Add):
-            left = left.left
-        parent = node
-        while isinstance(parent.left, ast.BinOp):
-            parent = parent.left
-        if isinstance(left, ast.Name) and isinstance(parent.right, ast.Constant) and \
-                str(parent.right.value).startswith("::"):
-            return left.id
+    pieces: list[ast.expr] = []
+    todo = [node]
+    while todo:  # (the parts of a chain of ``+`` and of f-strings, left to right)
+        part = todo.pop()
+        if isinstance(part, ast.BinOp) and isinstance(part.op, ast.Add):
+            todo += [part.right, part.left]
+        elif isinstance(part, ast.JoinedStr):
+            todo += reversed(part.values)
+        elif isinstance(part, ast.FormattedValue):
+            if part.conversion != -1 or part.format_spec is not None:
+                return None
+            todo.append(part.value)
+        else:
+            pieces.append(part)
+    if len(pieces) >= 2 and isinstance(pieces[0], ast.Name) and \
+            isinstance(pieces[1], ast.Constant) and str(pieces[1].value).startswith("::"):
+        return pieces[0].id
     return None
 
 
