@@ -135,6 +135,13 @@ _LIBRARY_METHODS = {"define": True, "impl": False, "_register_fake": False,
 _LIBRARY_OP = re.compile(r"\s*([A-Za-z_]\w*)(?:\.\w+)?\s*(?:\(.*)?", re.DOTALL)
 
 
+def _argument(call: ast.Call, position: int, keyword: str) -> ast.expr | None:
+    """What a call passes at ``position`` or as ``keyword=``: the first of them it has."""
+    given = [*call.args[position:position + 1],
+             *(k.value for k in call.keywords if k.arg == keyword)]
+    return given[0] if given else None
+
+
 def may_register(data: bytes) -> bool:
     """Whether a module's text may hold a statement registering a torch operator."""
     return bool(MAY_REGISTER.search(data)) or bool(_LIBRARY.search(data)) or (
@@ -256,8 +263,7 @@ def registered_ops(node: ast.stmt, consts: Mapping[str, str] | None = None,
         last = (aliases or {}).get(name or "", last)
         if last not in _REGISTERS:
             continue
-        first = [*call.args[:1], *(k.value for k in call.keywords if k.arg == "name")]
-        for arg in first:
+        for arg in [*call.args[:1], *(k.value for k in call.keywords if k.arg == "name")]:
             text = _text(arg, consts or {})
             if text is not None:
                 m = _OP.fullmatch(text)
@@ -342,12 +348,9 @@ def namespace_parameter(node: ast.stmt) -> NamespaceHelper | None:
     made: dict[str, str] = {}  # local name -> the parameter its Library is made of
     found: set[str] = set()
     for sub in treewalk.walk(node):
-        if isinstance(sub, ast.Assign) and len(sub.targets) == 1 and \
-                isinstance(sub.targets[0], ast.Name) and isinstance(sub.value, ast.Call) and \
-                (dotted(sub.value.func) or "").rsplit(".", 1)[-1] == "Library":
-            first = [*sub.value.args[:1], *(k.value for k in sub.value.keywords if k.arg == "ns")]
-            if first and isinstance(first[0], ast.Name) and first[0].id in params:
-                made[sub.targets[0].id] = first[0].id
+        bound = _library_binding(sub) if isinstance(sub, ast.stmt) else None
+        if bound is not None and isinstance(bound[1], ast.Name) and bound[1].id in params:
+            made[bound[0]] = bound[1].id
         if not isinstance(sub, ast.Call):
             continue
         func = sub.func
@@ -355,8 +358,8 @@ def namespace_parameter(node: ast.stmt) -> NamespaceHelper | None:
                 isinstance(func.value, ast.Name) and func.value.id in made:
             found.add(made[func.value.id])
         elif (dotted(func) or "").rsplit(".", 1)[-1] in _DEFINES:
-            first = [*sub.args[:1], *(k.value for k in sub.keywords if k.arg == "name")]
-            param = _leading_name(first[0]) if first else None
+            first = _argument(sub, 0, "name")
+            param = _leading_name(first) if first is not None else None
             if param in params:
                 found.add(param)
     for param in params:
@@ -369,11 +372,10 @@ def _namespace_given(call: ast.Call, helper: NamespaceHelper, consts: Mapping[st
                      ) -> str | None:
     """The namespace a call of such a helper passes, where it is a string the statement
     spells out or builds from the module's constants."""
-    index, param = helper.position, helper.param
-    if any(isinstance(a, ast.Starred) for a in call.args[:index + 1]):
+    if any(isinstance(a, ast.Starred) for a in call.args[:helper.position + 1]):
         return None
-    given = [*call.args[index:index + 1], *(k.value for k in call.keywords if k.arg == param)]
-    ns = _text(given[0], consts) if given else None
+    given = _argument(call, helper.position, helper.param)
+    ns = _text(given, consts) if given is not None else None
     return ns if ns is not None and ns.isidentifier() else None
 
 
@@ -459,20 +461,26 @@ def _run_statements(node: ast.stmt) -> list[ast.stmt]:
     return out
 
 
-def _library_made(node: ast.stmt, consts: Mapping[str, str]) -> str | None:
-    """The namespace of the ``torch.library.Library`` a statement binds one name to:
-    ``_lib = Library("omnicoder_nnapi", "DEF")``, or torchrec's ``lib: torch.library.Library =
-    torch.library.Library("torchrec", "FRAGMENT")``."""
+def _library_binding(node: ast.stmt) -> tuple[str, ast.expr] | None:
+    """The name a statement binds to a ``torch.library.Library`` it makes, and the namespace
+    it gives it, as written: ``_lib = Library("omnicoder_nnapi", "DEF")``, torchrec's ``lib:
+    torch.library.Library = torch.library.Library("torchrec", "FRAGMENT")``, spikingjelly's
+    ``library = torch.library.Library(namespace, "FRAGMENT")`` in a helper."""
     target = node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else \
         node.target if isinstance(node, ast.AnnAssign) else None
     value = getattr(node, "value", None)
-    if not isinstance(target, ast.Name) or not isinstance(value, ast.Call):
+    if not isinstance(target, ast.Name) or not isinstance(value, ast.Call) or \
+            (dotted(value.func) or "").rsplit(".", 1)[-1] != "Library":
         return None
-    name = dotted(value.func)
-    if not name or name.rsplit(".", 1)[-1] != "Library":
-        return None
-    first = [*value.args[:1], *(k.value for k in value.keywords if k.arg == "ns")]
-    text = _text(first[0], consts) if first else None
+    namespace = _argument(value, 0, "ns")
+    return None if namespace is None else (target.id, namespace)
+
+
+def _library_made(node: ast.stmt, consts: Mapping[str, str]) -> str | None:
+    """The namespace of the ``torch.library.Library`` a statement binds one name to, where it
+    is a string (``_library_binding``)."""
+    bound = _library_binding(node)
+    text = _text(bound[1], consts) if bound is not None else None
     return text if text is not None and text.isidentifier() else None
 
 
