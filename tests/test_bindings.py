@@ -298,3 +298,26 @@ def test_a_name_two_imports_bind_is_the_one_imported_last(tmp_path):
     # math's sqrt(-4.0) raises; cmath's sqrt(9.0) is complex, and the product would be too
     assert namespace["ROOT"] == 3.0 and isinstance(namespace["ROOT"], float)
     assert namespace["Net"]()(torch.ones(1)).tolist() == [6.0]
+
+
+def test_a_module_bound_by_import_module_of_a_string(tmp_path):
+    # physicsnemo's ``network_module = importlib.import_module("...diffusion_unets")``: the
+    # name is that module, as ``import ... as`` binds it, where the sources have it
+    write_tree(tmp_path, {
+        "pkg/__init__.py": "",
+        "pkg/nets.py": "class Net:\n    pass\n",
+        "pkg/use.py": ("import importlib\n"
+                       "nets = importlib.import_module('pkg.nets')\n"
+                       "missing = importlib.import_module('pkg.gone')\n"
+                       "ext = importlib.import_module('json')\n"
+                       "twice = importlib.import_module('pkg.nets')\n"
+                       "twice = None\n"),
+    })
+    index = module_index({"repo": tmp_path})
+    use = entry(index, "pkg.use")
+    t = index.lookup(use, "nets")
+    assert (t.kind, t.name, t.how) == ("module", "pkg.nets", "import")
+    assert index.resolve_dotted(use, "nets.Net").qualified == "pkg.nets.Net"
+    # no module of the sources, or bound otherwise too: the statement as written
+    for name in ("missing", "ext", "twice"):
+        assert (index.lookup(use, name).kind, index.lookup(use, name).name) == ("def", name)

@@ -472,6 +472,29 @@ MUST = {
     # a corpus module imported inside a function, where the file has its module object
     # already (deepspeed's ``from deepspeed import comm as dist`` in ``get_dist_msg``)
     ("local_module_object", "Net"): ["    dist = comm\n\n    return f\"[{dist.get_rank()}]"],
+    # a module-level ``importlib.import_module("dmpkg.nets")`` of a corpus module is that
+    # module, as ``import dmpkg.nets as network_module`` binds it (physicsnemo's
+    # preconditioners: ``getattr(network_module, model_type)``)
+    ("dynmod", "Net"): [
+        "network_module.__dict__.update(\n    Wrapped=Wrapped,\n    __all__=__all_nets__,\n)"
+        "\n\n\nclass Net(torch.nn.Module):",
+        "dmpkg/precond.py:5 `network_module = importlib.import_module(\"dmpkg.nets\")` is read "
+        "as the import `import dmpkg.nets as network_module`"],
+    # relative, through ``from importlib import import_module``: ``nets.Wide`` is inlined; an
+    # external module so bound stays as written
+    ("dynmod", "NetWide"): ["        self.body = Wide(dim)\n", "`nets.Wide` -> `Wide` (inlined)",
+                            'codec = import_module("json")\n',
+                            "`nets = import_module(\".nets\", __package__)` is read as the "
+                            "import `import dmpkg.nets as nets`"],
+    # the package's own module reads it as it loads, half run: the object holds what the
+    # package binds above that module's import, and a second statement adds the rest
+    ("dynmod", "Wrapped"): [
+        'network_module = types.ModuleType("dmpkg.nets")\nnetwork_module.__dict__.update(\n'
+        "    Small=Small,\n    Wide=Wide,\n)\n\n\nclass Wrapped(torch.nn.Module):",
+        "        return self.model(x) * self.scale\n\n\nnetwork_module.__dict__.update(\n"
+        "    Wrapped=Wrapped,\n    __all__=__all_nets__,\n)\n",
+        "dmpkg.nets.wrap reads it as it loads, which upstream's dmpkg.nets imports before "
+        "binding `Wrapped`, `__all__`, so they are added to it later"],
     # registered under a constant's value by a module the package imports, in a registry
     # that is an instance of a corpus dict class (ludwig's ``@register_preprocessor(BAG)``)
     ("constant_registry", "Net"): [
@@ -755,6 +778,9 @@ MUST_NOT = {
     ("torch_ext_ops", "Net"): ["nnrag_golden_other", "other.cpp", "defined by no statement"],
     ("constant_registry", "Net"): ["SetPreprocessing", "SET = "],
     ("local_module_object", "Net"): ["import comm as dist", "kept as written"],
+    ("dynmod", "Net"): ["importlib", "dmpkg.nets import", "circular load-time"],
+    ("dynmod", "NetWide"): ["nets = import_module", "import dmpkg"],
+    ("dynmod", "Wrapped"): ["importlib.import_module", "circular load-time"],
     ("lazy_group", "Net"): ["\nimport nnrag_missing_triton", "    SCALE = 2.0", "    def shift(",
                             "try:", "except ImportError:\n    pass"],
     ("lazy_cycle", "Net"): ["\nimport nnrag_optional_kernels", "\n    SCALE = 2.0\n"],

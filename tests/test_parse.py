@@ -403,3 +403,43 @@ _local("x")
 '''
     facts = parse_bytes(src, "pkg/regular.py")
     assert facts.namespace_writes == (20,)
+
+
+# -- a module bound by importlib.import_module of one string -------------------------------
+
+def _module_imports(src: str, rel: str = "pkg/sub/mod.py"):
+    return {r.bound: (r.target, r.level, r.line) for r in
+            parse_bytes(src.encode(), rel).module_imports}
+
+
+def test_import_module_of_a_string_is_recorded_as_an_import():
+    # physicsnemo's preconditioners: ``network_module = importlib.import_module("...")``
+    src = ("import importlib\nfrom importlib import import_module as im\n"
+           "nets = importlib.import_module('pkg.nets')\n"
+           "sib = im('.sibling', __package__)\n"
+           "own = importlib.import_module('.inner', package=__name__)\n"
+           "up = importlib.import_module('..top', __package__)\n")
+    assert _module_imports(src) == {"nets": ("pkg.nets", 0, 3),
+                                    "sib": ("pkg.sub.sibling", 1, 4),
+                                    "own": ("pkg.sub.mod.inner", 1, 5),
+                                    "up": ("pkg.top", 2, 6)}
+    # in a package's ``__init__``, ``__name__`` and ``__package__`` are the package
+    assert _module_imports("import importlib\nx = importlib.import_module('.a', __name__)\n",
+                           "pkg/sub/__init__.py") == {"x": ("pkg.sub.a", 1, 2)}
+
+
+@pytest.mark.parametrize("src", [
+    "x = importlib.import_module('pkg.nets')\n",  # importlib not imported: some other name
+    "import importlib\nx = importlib.import_module('pkg.' + name)\n",  # computed
+    "import importlib\nx = importlib.import_module('.a')\n",  # relative without an anchor
+    "import importlib\nx = importlib.import_module('.a', 'pkg')\n",  # an anchor of its own
+    "import importlib\nx = importlib.import_module('...a', __package__)\n",  # above the top
+    ("import importlib\ntry:\n    x = importlib.import_module('pkg.a')\nexcept ImportError:\n"
+     "    x = None\n"),  # guarded: bound one way or another as it runs
+    "import importlib\nx, y = importlib.import_module('pkg.a'), 1\n",
+    "import importlib\nx = importlib.import_module('pkg.a').Net\n",  # a member, not the module
+    "from mylib import import_module\nx = import_module('pkg.a')\n",
+    "import importlib\ndef f():\n    x = importlib.import_module('pkg.a')\n",
+])
+def test_other_import_module_calls_are_no_import(src):
+    assert _module_imports(src) == {}

@@ -40,6 +40,8 @@ class ModuleEntry:
     stars: list[ImportRecord] = field(default_factory=list)
     # the names its ``__getattr__`` provides by an import (engine.lazyattr)
     lazy: dict[str, ImportRecord] = field(default_factory=dict)
+    # the names a module-level ``importlib.import_module("a.b")`` binds (engine.dynimport)
+    by_call: dict[str, ImportRecord] = field(default_factory=dict)
 
     @classmethod
     def from_facts(cls, source: str, priority: int, file_id: int,
@@ -58,6 +60,7 @@ class ModuleEntry:
         for recs in e.imports.values():
             recs.sort(key=lambda r: GUARD_RANK.get(r.guard.kind, 9))
         e.lazy = {imp.bound: imp for imp in facts.lazy_imports}
+        e.by_call = {imp.bound: imp for imp in facts.module_imports}
         return e
 
     @property
@@ -333,7 +336,7 @@ class ModuleIndex:
                     "when asked for, which is not followed"))
             return t
         if name in entry.defs:
-            return Target("def", name, entry)
+            return self._imported_by_call(entry, name, depth) or Target("def", name, entry)
         recs = entry.imports.get(name)
         if recs:
             first = binding_import(recs, above)
@@ -381,6 +384,17 @@ class ModuleIndex:
                           + (f" (in {via}, which the star imports of {entry.module} reach)"
                              if via != entry.module else ""))
         return Target("unresolved", name, note=f"not bound in {entry.module}")
+
+    def _imported_by_call(self, entry: ModuleEntry, name: str, depth: int) -> Target | None:
+        """The corpus module ``name`` is, where its one binding is a module-level ``name =
+        importlib.import_module("a.b")`` (physicsnemo's ``network_module``), as ``import a.b
+        as name`` would bind it; None where the name is bound otherwise too, or ``a.b`` is no
+        module of the sources (the statement then stays as written)."""
+        rec = entry.by_call.get(name)
+        if rec is None or len(entry.defs[name]) != 1 or name in entry.imports:
+            return None
+        t = self.follow_import(entry, rec, depth)
+        return t if t.kind == "module" and t.entry is not None else None
 
     def external_star(self, entry: ModuleEntry) -> tuple[str, str] | None:
         """The external ``from X import *`` a name no corpus module binds most likely comes

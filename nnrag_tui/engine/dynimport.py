@@ -13,6 +13,12 @@ or through a helper: ``import_models(models_dir, "fairseq.models")``, whose body
 modules, yet upstream the registry the block reads (``ACT_FN_REGISTRY["relu"]``) holds what they
 register. This module finds such statements from the AST alone and says which package's
 modules they import; the resolver takes those modules as imported for the registry rule.
+
+It also finds the module-level statements that bind a name to a module named by one string
+(``literal_module_import``): physicsnemo's ``network_module =
+importlib.import_module("physicsnemo.models.diffusion_unets")``, which its preconditioners read
+by ``getattr(network_module, model_type)``. That name is the module, as ``import ... as`` binds
+it (engine.bindings).
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ import ast
 from dataclasses import dataclass
 
 from nnrag_tui.engine import treewalk
+from nnrag_tui.engine.facts import IMPORT_MODULE, Guard, ImportRecord
 
 _IMPORTERS = frozenset({"import_module", "__import__"})
 
@@ -44,6 +51,57 @@ def computed_imports(node: ast.AST) -> list[ast.Call]:
     """The calls of ``importlib.import_module`` / ``__import__`` in ``node`` whose module name
     is computed (not one string)."""
     return [n for n in treewalk.walk(node) if isinstance(n, ast.Call) and _importer(n)]
+
+
+def literal_module_import(st: ast.stmt, module: str, is_package: bool,
+                          imports: list[ImportRecord]) -> ImportRecord | None:
+    """The import ``st``, a module-level ``name = importlib.import_module("a.b")``, makes, as
+    ``import a.b as name`` would record it, with guard kind ``IMPORT_MODULE``; None for any other
+    statement. ``imports``: the module's imports above it, which say what names importlib's
+    function (``importlib.import_module``, ``import_module``). A relative name counts with
+    ``__package__`` or ``__name__`` as its anchor (``import_module(".nets", __package__)``)."""
+    if not (isinstance(st, ast.Assign) and len(st.targets) == 1
+            and isinstance(st.targets[0], ast.Name) and isinstance(st.value, ast.Call)):
+        return None
+    call = st.value
+    if not _calls_import_module(call.func, imports) or len(call.args) > 2:
+        return None
+    args = {"name": call.args[0] if call.args else None,
+            "package": call.args[1] if len(call.args) > 1 else None}
+    for k in call.keywords:
+        if k.arg not in args or args[k.arg] is not None:
+            return None
+        args[k.arg] = k.value
+    name = _text(args["name"]) if args["name"] is not None else None
+    if not name or name.strip(".") != name.lstrip(".") or ".." in name.lstrip("."):
+        return None
+    level = len(name) - len(name.lstrip("."))
+    target = name
+    if level:
+        anchor = args["package"]
+        if not isinstance(anchor, ast.Name) or anchor.id not in ("__name__", "__package__"):
+            return None
+        parts = (module if anchor.id == "__name__" or is_package else _own_package(
+            module, is_package)).split(".")
+        if level - 1 >= len(parts):
+            return None
+        target = ".".join([*parts[: len(parts) - (level - 1)], *filter(None, [name[level:]])])
+    elif args["package"] is not None:
+        return None
+    bound = st.targets[0].id
+    end = st.end_lineno or st.lineno
+    return ImportRecord(bound, name.lstrip("."), None, bound, level, target, st.lineno, end,
+                        Guard(IMPORT_MODULE, st.lineno, end))
+
+
+def _calls_import_module(func: ast.expr, imports: list[ImportRecord]) -> bool:
+    if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and \
+            func.attr == "import_module":
+        return any(r.bound == func.value.id and r.name is None and r.target == "importlib"
+                   for r in imports)
+    return isinstance(func, ast.Name) and any(
+        r.bound == func.id and r.target == "importlib" and r.name == "import_module"
+        for r in imports)
 
 
 def _skips_private(node: ast.AST) -> bool:

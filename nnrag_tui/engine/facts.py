@@ -24,6 +24,9 @@ NO_GUARD = Guard()
 # the Guard.kind of ``ModuleFacts.lazy_imports``: an import in a module's ``__getattr__``,
 # its span that function's (engine.lazyattr)
 GETATTR = "getattr"
+# the Guard.kind of ``ModuleFacts.module_imports``: a module-level ``name =
+# importlib.import_module("a.b")``, recorded as ``import a.b as name`` (engine.dynimport)
+IMPORT_MODULE = "import_module"
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +117,9 @@ class ModuleFacts:
     # the imports by which the module's ``__getattr__`` provides a name (PEP 562), each bound
     # to the name it provides; guard kind "getattr" (engine.lazyattr)
     lazy_imports: tuple[ImportRecord, ...] = ()
+    # the names a module-level ``importlib.import_module("a.b")`` binds, each recorded as the
+    # import ``import a.b as name``; guard kind "import_module" (engine.dynimport)
+    module_imports: tuple[ImportRecord, ...] = ()
 
     @property
     def ok(self) -> bool:

@@ -191,27 +191,39 @@ def object_text(module: str, members: list[str],
                 anchor: str | None = None) -> str:
     """The statement; a member of ``unsure`` is set only where this file has bound it. With
     ``anchor`` (upstream's file name of the module), the object is the anchor of its files."""
+    # (no ``update`` where what reads it reads only what every module has: ``__name__``)
+    return (f'{MODULE_OBJECT} = types.ModuleType("{module}")\n' + update_text(members, unsure)
+            + (anchor_text(module, anchor) if anchor else ""))
+
+
+def update_text(members: list[str], unsure: set[str] | frozenset[str] = frozenset()) -> str:
+    """What puts ``members`` into the object; also the second statement of an object made in
+    two (``ModuleObject.late``), which adds the names upstream's module binds below the point
+    where a module it imports reads it."""
     body = "".join(f"    {n}={n},\n" for n in members if n not in unsure)
-    text = f'{MODULE_OBJECT} = types.ModuleType("{module}")\n'
-    if body:  # (none where what reads it reads only what every module has: ``__name__``)
-        text += f"{MODULE_OBJECT}.__dict__.update(\n{body})\n"
+    text = f"{MODULE_OBJECT}.__dict__.update(\n{body})\n" if body else ""
     for n in sorted(unsure & set(members)):
         text += (f"try:  # bound on some paths only\n"
                  f'    {MODULE_OBJECT}.__dict__["{n}"] = {n}\n'
                  "except NameError:\n    pass\n")
-    return text + (anchor_text(module, anchor) if anchor else "")
+    return text
 
 
 def object_source(module: str, members: list[str],
                   unsure: set[str] | frozenset[str] = frozenset(),
-                  anchor: str | None = None) -> ModuleSource:
-    """The statement as a module of its own: one top-level unit spanning all its lines."""
+                  anchor: str | None = None, late: list[str] | None = None) -> ModuleSource:
+    """The statement as a module of its own: one top-level unit spanning all its lines; with
+    ``late``, two: the object with the other members, then one that adds those."""
     from nnrag_tui.engine.modsource import ModuleSource, TopStmt
 
-    ms = ModuleSource(object_text(module, members, unsure, anchor),
-                      f"<module object of {module}>")
-    ms.stmts = [TopStmt(0, 1, len(ms.lines), KIND, frozenset({MODULE_OBJECT}),
-                        ms.stmts[0].node)]
+    early = [n for n in members if n not in (late or ())]
+    first = object_text(module, early, unsure, anchor)
+    ms = ModuleSource(first + update_text(late or [], unsure), f"<module object of {module}>")
+    end = first.count("\n")
+    ms.stmts = [TopStmt(0, 1, end, KIND, frozenset({MODULE_OBJECT}), ms.stmts[0].node),
+                *([TopStmt(1, end + 1, len(ms.lines), KIND, frozenset(),
+                           next(st.node for st in ms.stmts if st.line > end))]
+                  if late else [])]
     ms.binders = {MODULE_OBJECT: [0]}
     return ms
 
@@ -236,10 +248,14 @@ class ModuleObject:
     anchor: str | None = None
     reader: str = ""
     files: list[tuple[str, str]] = field(default_factory=list)
+    # members added by a second statement, below what they need: upstream's module binds them
+    # below the import of a module that reads it half run, as that module loads (split_at)
+    late: list[str] = field(default_factory=list)
+    late_reader: str = ""  # that module
 
     def source(self) -> ModuleSource:
         return object_source(self.module, sorted([n for n, _ in self.members] + self.held),
-                             self.unsure, self.anchor)
+                             self.unsure, self.anchor, sorted(self.late))
 
     def note(self, name: str) -> str:
         count = len(self.members) + len(self.held)
@@ -261,7 +277,16 @@ class ModuleObject:
                 f"uses as a value: it holds the {count} name{'s' if count != 1 else ''} that "
                 "module binds, each inlined or imported here"
                 + (f" ({left} submodule{'s' if left != 1 else ''} left out)" if left else "")
+                + (self.late_note() if self.late else "")
                 + (self.anchor_note() if self.anchor else ""))
+
+    def late_note(self) -> str:
+        count = len(self.late)
+        names = ", ".join(f"`{n}`" for n in sorted(self.late)) if count <= MAX_SHOWN else \
+            f"{count} of them"
+        return (f"; {self.late_reader} reads it as it loads, which upstream's {self.module} "
+                f"imports before binding {names}, so {'they are' if count > 1 else 'it is'} "
+                "added to it later, as upstream binds them")
 
     def anchor_note(self) -> str:
         count = len(self.files)

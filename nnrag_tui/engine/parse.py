@@ -17,6 +17,7 @@ import sys
 import warnings
 
 from nnrag_tui.engine import (
+    dynimport,
     lazyattr,  # (a module: it reads ``dotted`` from this one)
     treewalk,
 )
@@ -134,6 +135,7 @@ def parse_bytes(data: bytes, relpath: str, sha1: str | None = None) -> ModuleFac
         lazy_imports=lazyattr.lazy_imports(
             tree.body, module, is_pkg)
         if b"__getattr__" in data else (),
+        module_imports=tuple(gatherer.module_imports),
     )
 
 
@@ -247,6 +249,8 @@ class _Gatherer:
         self.is_pkg = is_pkg
         self.symbols: list[Symbol] = []
         self.imports: list[ImportRecord] = []
+        self.module_imports: list[ImportRecord] = []  # (engine.dynimport.literal_module_import)
+        self.binds_importlib = False  # an import of importlib or of its members above
         self.all_names: list[str] | None = None
         # an ``__all__`` computed as the module runs (torchquantum's standard gates:
         # ``[a().__class__.__name__ for a in all_variables]``, then a literal ``extend``)
@@ -388,11 +392,13 @@ class _Gatherer:
         end = st.end_lineno or st.lineno
         if isinstance(st, ast.Import):
             for a in st.names:
+                self.binds_importlib |= a.name == "importlib"
                 bound = a.asname or a.name.split(".")[0]
                 self.imports.append(ImportRecord(bound, a.name, None, a.asname, 0, a.name,
                                                  st.lineno, end, guard))
             return
         target = resolve_relative(self.module, self.is_pkg, st.level, st.module)
+        self.binds_importlib |= target == "importlib"
         for a in st.names:
             bound = "*" if a.name == "*" else (a.asname or a.name)
             self.imports.append(ImportRecord(bound, st.module or "", a.name, a.asname, st.level,
@@ -409,6 +415,10 @@ class _Gatherer:
         # ``MyModule = torch.jit.ScriptModule`` (rwkv, brevitas.jit): classes derive from it
         alias = dotted(st.value) if isinstance(st, ast.Assign) and len(targets) == 1 \
             and isinstance(targets[0], ast.Name) else None
+        if self.binds_importlib and not guard.kind and isinstance(st.value, ast.Call):
+            rec = dynimport.literal_module_import(st, self.module, self.is_pkg, self.imports)
+            if rec is not None:
+                self.module_imports.append(rec)
         for name in dict.fromkeys(names):
             if name == "__all__":
                 self._all(st)

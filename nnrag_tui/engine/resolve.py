@@ -382,8 +382,20 @@ class Resolver:
                     f"{path} changed since it was indexed; run `nnrag index` again")
             ms = ModuleSource(_decode(data), str(path))
             ms.crlf = b"\r" in data
+            self._unbind_module_imports(entry, ms)
             self._sources[entry.key] = ms
         return ms
+
+    def _unbind_module_imports(self, entry: ModuleEntry, ms: ModuleSource) -> None:
+        """A module-level ``name = importlib.import_module("a.b")`` that binds ``name`` to a
+        corpus module (bindings: ``_imported_by_call``) is an import, not a definition: the
+        name is that module, inlined or made a module object as for ``import a.b as name``,
+        and the statement binds nothing the file needs."""
+        for name, rec in entry.by_call.items():
+            binders = ms.binders.get(name, [])
+            if len(binders) == 1 and ms.stmts[binders[0]].line == rec.line and \
+                    self.index.lookup(entry, name).kind == "module":
+                del ms.binders[name]
 
     def folder_imports(self, entry: ModuleEntry) -> list[tuple[int, FolderImport]]:
         """The module-level statements of ``entry`` that import a package's modules by
@@ -479,6 +491,9 @@ class _ClosureBuilder:
         # names only a statement storing into its module's namespace makes (engine.namespace)
         # -> the statements inlined for them
         self.made_at_run_time: dict[BindKey, tuple[NodeId, ...]] = {}
+        # (module, name) read where a module-level ``name = importlib.import_module("a.b")``
+        # binds it to a corpus module (engine.dynimport), in the order they were read
+        self.imported_by_call: dict[tuple[tuple[str, str], str], None] = {}
         self.modules: dict[tuple[str, str], ModuleSource] = {}
         self.entries: dict[tuple[str, str], ModuleEntry] = {}
         self.shared: dict[BindKey, BindKey] = {}  # binding -> binding whose name it takes
@@ -586,6 +601,59 @@ class _ClosureBuilder:
         if obj.visited:  # (else its visit follows them)
             for n, t in added:
                 self.follow_member((key, 0), mentry, n, t)
+
+    def split_half_run_objects(self) -> None:
+        """A module object that a module reads as it loads, where upstream's module imports
+        that one as it runs: physicsnemo's ``unet.py`` reads ``network_module``, its package,
+        in a class body, and the package's ``__init__`` imports ``unet`` below ``song_unet``
+        and above nothing else. Upstream that read sees the package half run, holding only
+        what it binds above that import. The object then holds those names, and a second
+        statement adds the rest once they are made (``ModuleObject.late``); a reader at load
+        time that upstream's package does not import as it runs sees it whole, so it waits
+        for that statement too."""
+        for key, obj in self.objects.items():
+            node0 = (key, 0)
+            mentry = self.entries[key]
+            readers = [i for i, d in enumerate(self.deps)
+                       if d.load and node0 in d.nodes and d.user[0] != key]
+            half: dict[tuple[str, str], int] = {}
+            for i in readers:
+                user = self.deps[i].user[0]
+                line = self.index.importing_line(mentry, self.entries[user])
+                if line is not None:
+                    half[user] = min(line, half.get(user, line))
+            if not half:
+                continue
+            cut = min(half.values())
+            ms = self.ms(mentry)
+            late = [n for n, _ in obj.members if self._first_bound(mentry, ms, n) >= cut]
+            if not late:
+                continue
+            obj.late = late
+            obj.late_reader = self.entries[min(half, key=lambda u: half[u])].module
+            self.modules[key] = obj.source()
+            node1 = self._add((key, 1))
+            moved = set(late)
+            for i, d in enumerate(self.deps):
+                if d.user == node0 and d.name.split(".")[0] in moved:
+                    self.deps[i] = replace(d, user=node1)
+            for n in late:
+                ref = self.refs.pop((node0, n), None)
+                if ref is not None:
+                    self.refs[(node1, n)] = ref
+            self.refs[(node1, MODULE_OBJECT)] = ("def", key, MODULE_OBJECT)
+            self.deps.append(Dependency(node1, MODULE_OBJECT, "definition", obj.module,
+                                        "module-object", 1.0, True, (node0,)))
+            for i in readers:
+                if self.deps[i].user[0] not in half:
+                    self.deps[i] = replace(self.deps[i], nodes=(*self.deps[i].nodes, node1))
+
+    @staticmethod
+    def _first_bound(entry: ModuleEntry, ms: ModuleSource, name: str) -> int:
+        """The first line of ``entry`` that binds ``name``: a statement, else a star import
+        (0 where neither does: bound from the start)."""
+        lines = [ms.stmts[i].line for i in ms.binders.get(name, ())]
+        return min(lines or [r.line for r in entry.stars] or [0])
 
     def hold_submodules_of(self, key: tuple[str, str], names: frozenset[str], where: str
                            ) -> None:
@@ -853,6 +921,7 @@ class _ClosureBuilder:
                 break
         gone = self.bind_local_module_imports()
         self.add_resource_anchors()
+        self.split_half_run_objects()
         emptied = handed_lists(self)
         scopes = scope_registries(self)
         for note in location_notes(self, emptied, set(scopes)) + shared_tree_clashes(self):
@@ -878,6 +947,7 @@ class _ClosureBuilder:
         self.note_script_folders(nodes)
         self.note_configured_externals()
         self.note_made_at_run_time()
+        self.note_imported_by_call()
         self.note_deferred_modules(nodes)
         self.note_module_files(nodes)
         self.note_namespace_readers(nodes)
@@ -1224,6 +1294,20 @@ class _ClosureBuilder:
                 f"{', '.join(map(str, lines))}, kept here, which store"
                 f"{'' if len(lines) > 1 else 's'} names into its namespace")
 
+    def note_imported_by_call(self) -> None:
+        """The statements ``name = importlib.import_module("a.b")`` read as imports: they
+        are not copied, so the header says what stands for them."""
+        for mkey, name in self.imported_by_call:
+            entry = self.entries.get(mkey) or self.index.entries[mkey]
+            rec = entry.by_call[name]
+            ms = self.r.module_source(entry)
+            st = next(st for st in ms.stmts if st.line == rec.line)
+            text = " ".join(ms.stmt_text(st).split())
+            self.notes.append(
+                f"{entry.facts.relpath}:{rec.line} `{text}` is read as the import "
+                f"`import {rec.target} as {name}`: that statement is not copied, and what "
+                f"`{name}` is read for is inlined here as for that import")
+
     def note_unindexed_imports(self) -> None:
         """Imports of an indexed package's modules that its ``paths`` leave out (a source
         indexed as ``transformers/models`` keeps ``from transformers.cache_utils import
@@ -1403,6 +1487,8 @@ class _ClosureBuilder:
         above = st.line if load and sum(
             not r.guard.kind for r in entry.imports.get(name, ())) > 1 else None
         t = self.index.lookup(entry, name, 0, above)
+        if t.kind == "module" and name in entry.by_call and name not in entry.imports:
+            self.imported_by_call.setdefault((entry.key, name))
         self.follow(node, entry, st, name, t, load, assigned_global)
 
     def type_checking_module(self, entry: ModuleEntry, name: str, binders: list[int]

@@ -14,9 +14,17 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from nnrag_tui.engine.errors import StoreError
-from nnrag_tui.engine.facts import GETATTR, Block, Guard, ImportRecord, ModuleFacts, Symbol
+from nnrag_tui.engine.facts import (
+    GETATTR,
+    IMPORT_MODULE,
+    Block,
+    Guard,
+    ImportRecord,
+    ModuleFacts,
+    Symbol,
+)
 
-SCHEMA_VERSION = 22  # 7: files.namespace_writes; 8: symbols.alias; 9: no script-only
+SCHEMA_VERSION = 23  # 7: files.namespace_writes; 8: symbols.alias; 9: no script-only
 # symbols; 10: an ``if TYPE_CHECKING:`` under a ``try``/``if`` guards as type_checking;
 # 11: a computed ``__all__`` leaves all_names unknown; 12: files.path_inserts; 13: not those of
 # a script run; 14: symbols.call_runs; 15: a module ``__getattr__``'s imports (the imports
@@ -27,7 +35,9 @@ SCHEMA_VERSION = 22  # 7: files.namespace_writes; 8: symbols.alias; 9: no script
 # subclass of a framework's module class (``PreTrainedModel``, ``LightningModule``) is a block;
 # 20: a ``...Model`` is an architecture, and so is a subclass of one named for a whole network;
 # 21: symbols.builds, a class a size-variant function builds is an architecture; 22: path_inserts
-# keeps a literal relative folder, marked ``cwd:`` (engine.syspath)
+# keeps a literal relative folder, marked ``cwd:`` (engine.syspath); 23: the imports table's rows
+# of guard kind "import_module", a module-level ``name = importlib.import_module("a.b")``
+# (ModuleFacts.module_imports)
 BUSY_TIMEOUT_MS = 60_000
 
 SCHEMA = """
@@ -248,7 +258,8 @@ class FileIndexStore:
             "INSERT INTO imports(file_id, bound, module, name, asname, level, target, line,"
             " end_line, guard) VALUES (?,?,?,?,?,?,?,?,?,?)",
             [(fid, i.bound, i.module, i.name, i.asname, i.level, i.target, i.line, i.end_line,
-              _guard_json(i.guard)) for i in (*facts.imports, *facts.lazy_imports)])
+              _guard_json(i.guard))
+             for i in (*facts.imports, *facts.lazy_imports, *facts.module_imports)])
         return fid
 
     def failed_count(self, source_id: int) -> int:
@@ -299,12 +310,14 @@ class FileIndexStore:
                 _guard(r[17]), r[18], r[19], bool(r[20]), tuple(json.loads(r[21]))))
         imps: dict[int, list[ImportRecord]] = {}
         lazy: dict[int, list[ImportRecord]] = {}
+        by_call: dict[int, list[ImportRecord]] = {}
+        rows_of = {GETATTR: lazy, IMPORT_MODULE: by_call}
         for r in self.db.execute(
             "SELECT file_id, bound, module, name, asname, level, target, line, end_line, guard"
             " FROM imports ORDER BY id"
         ):
             rec = ImportRecord(r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], _guard(r[9]))
-            (lazy if rec.guard.kind == GETATTR else imps).setdefault(r[0], []).append(rec)
+            rows_of.get(rec.guard.kind, imps).setdefault(r[0], []).append(rec)
         out = []
         for r in self.db.execute(
             "SELECT s.name, s.priority, f.id, f.relpath, f.module, f.is_package, f.sha1, f.size,"
@@ -317,7 +330,7 @@ class FileIndexStore:
                 r[3], r[4], bool(r[5]), r[6], r[7], tuple(syms.pop(fid, ())),
                 tuple(imps.pop(fid, ())), tuple(json.loads(r[9])) if r[9] else None, r[10],
                 r[8], tuple(json.loads(r[11])), tuple(json.loads(r[12])),
-                tuple(lazy.pop(fid, ())))))
+                tuple(lazy.pop(fid, ())), tuple(by_call.pop(fid, ())))))
         return out
 
     def source_roots(self) -> dict[str, dict]:
