@@ -423,6 +423,9 @@ def test_import_module_of_a_string_is_recorded_as_an_import():
                                     "sib": ("pkg.sub.sibling", 1, 4),
                                     "own": ("pkg.sub.mod.inner", 1, 5),
                                     "up": ("pkg.top", 2, 6)}
+    # ``import importlib.util`` binds ``importlib`` too
+    assert _module_imports("import importlib.util\nx = importlib.import_module('pkg.a')\n") \
+        == {"x": ("pkg.a", 0, 2)}
     # in a package's ``__init__``, ``__name__`` and ``__package__`` are the package
     assert _module_imports("import importlib\nx = importlib.import_module('.a', __name__)\n",
                            "pkg/sub/__init__.py") == {"x": ("pkg.sub.a", 1, 2)}
@@ -430,6 +433,7 @@ def test_import_module_of_a_string_is_recorded_as_an_import():
 
 @pytest.mark.parametrize("src", [
     "x = importlib.import_module('pkg.nets')\n",  # importlib not imported: some other name
+    "import importlib.util as ilu\nx = ilu.import_module('pkg.nets')\n",  # (not importlib)
     "import importlib\nx = importlib.import_module('pkg.' + name)\n",  # computed
     "import importlib\nx = importlib.import_module('.a')\n",  # relative without an anchor
     "import importlib\nx = importlib.import_module('.a', 'pkg')\n",  # an anchor of its own

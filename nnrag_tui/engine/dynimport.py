@@ -97,8 +97,10 @@ def literal_module_import(st: ast.stmt, module: str, is_package: bool,
 def _calls_import_module(func: ast.expr, imports: list[ImportRecord]) -> bool:
     if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and \
             func.attr == "import_module":
-        return any(r.bound == func.value.id and r.name is None and r.target == "importlib"
-                   for r in imports)
+        # ``import importlib`` or ``import importlib.util``, which binds ``importlib`` too
+        return any(r.bound == func.value.id and r.name is None and (
+            r.target == "importlib" or (r.asname is None and r.target.startswith("importlib.")))
+            for r in imports)
     return isinstance(func, ast.Name) and any(
         r.bound == func.id and r.target == "importlib" and r.name == "import_module"
         for r in imports)

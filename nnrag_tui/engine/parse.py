@@ -392,7 +392,7 @@ class _Gatherer:
         end = st.end_lineno or st.lineno
         if isinstance(st, ast.Import):
             for a in st.names:
-                self.binds_importlib |= a.name == "importlib"
+                self.binds_importlib |= a.name.split(".")[0] == "importlib"
                 bound = a.asname or a.name.split(".")[0]
                 self.imports.append(ImportRecord(bound, a.name, None, a.asname, 0, a.name,
                                                  st.lineno, end, guard))
