@@ -81,8 +81,8 @@ def literal_module_import(st: ast.stmt, module: str, is_package: bool,
         anchor = args["package"]
         if not isinstance(anchor, ast.Name) or anchor.id not in ("__name__", "__package__"):
             return None
-        parts = (module if anchor.id == "__name__" or is_package else _own_package(
-            module, is_package)).split(".")
+        parts = (module if anchor.id == "__name__" else _own_package(module, is_package)
+                 ).split(".")
         if level - 1 >= len(parts):
             return None
         target = ".".join([*parts[: len(parts) - (level - 1)], *filter(None, [name[level:]])])

@@ -249,7 +249,8 @@ class ModuleObject:
     reader: str = ""
     files: list[tuple[str, str]] = field(default_factory=list)
     # members added by a second statement, below what they need: upstream's module binds them
-    # below the import of a module that reads it half run, as that module loads (split_at)
+    # below the import of a module that reads it half run, as that module loads
+    # (resolve: split_half_run_objects)
     late: list[str] = field(default_factory=list)
     late_reader: str = ""  # that module
 

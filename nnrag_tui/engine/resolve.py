@@ -611,11 +611,14 @@ class _ClosureBuilder:
         statement adds the rest once they are made (``ModuleObject.late``); a reader at load
         time that upstream's package does not import as it runs sees it whole, so it waits
         for that statement too."""
-        for key, obj in self.objects.items():
-            node0 = (key, 0)
-            mentry = self.entries[key]
-            readers = [i for i, d in enumerate(self.deps)
-                       if d.load and node0 in d.nodes and d.user[0] != key]
+        readers_of: dict[tuple[str, str], list[int]] = {}  # object -> its readers at load
+        for i, d in enumerate(self.deps):
+            if d.load:
+                for n in d.nodes:
+                    if n[1] == 0 and n[0] in self.objects and d.user[0] != n[0]:
+                        readers_of.setdefault(n[0], []).append(i)
+        for key, readers in readers_of.items():
+            node0, obj, mentry = (key, 0), self.objects[key], self.entries[key]
             half: dict[tuple[str, str], int] = {}
             for i in readers:
                 user = self.deps[i].user[0]
@@ -630,7 +633,7 @@ class _ClosureBuilder:
             if not late:
                 continue
             obj.late = late
-            obj.late_reader = self.entries[min(half, key=lambda u: half[u])].module
+            obj.late_reader = self.entries[min(half, key=half.__getitem__)].module
             self.modules[key] = obj.source()
             node1 = self._add((key, 1))
             moved = set(late)
@@ -1298,9 +1301,9 @@ class _ClosureBuilder:
         """The statements ``name = importlib.import_module("a.b")`` read as imports: they
         are not copied, so the header says what stands for them."""
         for mkey, name in self.imported_by_call:
-            entry = self.entries.get(mkey) or self.index.entries[mkey]
+            entry = self.entries[mkey]
             rec = entry.by_call[name]
-            ms = self.r.module_source(entry)
+            ms = self.ms(entry)
             st = next(st for st in ms.stmts if st.line == rec.line)
             text = " ".join(ms.stmt_text(st).split())
             self.notes.append(
