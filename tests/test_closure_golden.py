@@ -623,6 +623,13 @@ MUST = {
         "# note: 'Swish' (a config's type) is registered by cfgpkg/bricks/swish.py:7"],
     # and one that a loop over a list of classes registers, each under its own name (mmcv's
     # ``for module in [nn.ReLU, ..., nn.ReLU6]: MODELS.register_module(module=module)``)
+    # two classes of one name, one registered under it: that one keeps the name, so the
+    # registry holds it under the key a config gives (mmcv's ``MultiheadAttention`` beside
+    # mmpretrain's), and the other is renamed
+    ("registered_clash", "Net"): [
+        "@MODELS.register_module()\nclass Gate(nn.Module):",
+        "class Gate_layers(nn.Module):", "self.gate = Gate_layers()",
+        "renamed class `Gate` -> `Gate_layers`"],
     ("config_registry", "LoopNet"): [
         "for module in [nn.ReLU6, nn.ELU]:\n    MODELS.register_module(module=module)",
         "# note: 'ELU' (a config's type) is registered by cfgpkg/bricks/loops.py:6"],
@@ -734,6 +741,7 @@ HEADER_MUST_NOT = {
     ("returned_wrapper", "Base"): ["circular"],
 }
 MUST_NOT = {
+    ("registered_clash", "Net"): ["Gate_bricks"],
     # names the shapes spell stay behind; the placeholder's ``WIDTH`` comes along (MUST)
     ("shape_strings", "Net"): ["batch = 8", "channels = 4"],
     ("future_mix", "Net"): ["from __future__", "annotations=annotations"],

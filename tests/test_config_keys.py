@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import ast
 
-from nnrag_tui.engine.config_keys import registrations, type_keys
+from nnrag_tui.engine.config_keys import registers_own_name, registrations, type_keys
 
 
 def _stmt(text: str) -> ast.stmt:
@@ -42,6 +42,23 @@ def test_a_computed_type_may_be_any_name_like_string_of_the_statement():
         "    def layer(self, i):\n"
         "        return dict(type=self.act[i], loss='mmdet.CrossEntropyLoss')\n")
     assert type_keys(node) == {"HSwish", "ReLU", "BN", "mmdet.CrossEntropyLoss"}
+
+
+def test_what_registers_under_its_own_name_keeps_it_in_a_clash():
+    # the name the file gives it is the key: a clash must not rename it
+    assert registers_own_name(_stmt("@MODELS.register_module()\nclass Swish: pass"))
+    assert registers_own_name(_stmt("@MODELS.register_module(force=True)\ndef f(): pass"))
+    assert registers_own_name(_stmt("@nn.Identity\n@MODELS.register_module()\nclass C: pass"))
+    # a key given, by name or first argument, does not depend on it
+    assert not registers_own_name(_stmt("@MODELS.register_module(name='SiLU')\nclass A: pass"))
+    assert not registers_own_name(_stmt("@LOSSES.register('focal')\ndef focal(x): pass"))
+    # a bare ``@fn.register`` is functools.singledispatch's: by the annotation's type
+    assert not registers_own_name(_stmt("@bind.register\ndef _(op: Op, params): pass"))
+    # nor does what registers nothing, or a statement that is no definition
+    assert not registers_own_name(_stmt("@MODELS.build()\nclass Built: pass"))
+    assert not registers_own_name(_stmt("@self.register\ndef f(): pass"))
+    assert not registers_own_name(_stmt("class Plain: pass"))
+    assert not registers_own_name(_stmt("MODELS.register_module(module=nn.ReLU)"))
 
 
 def test_a_decorated_class_registers_under_the_name_given_else_its_own():

@@ -92,6 +92,23 @@ def _named(call: ast.Call | None) -> str | None:
     return _literal(call.args[0]) if call.args else None
 
 
+def registers_own_name(node: ast.stmt) -> bool:
+    """Whether a decorated ``class``/``def`` registers itself under its own name as its module
+    runs: ``@MODELS.register_module()``, called with no name. The registry then holds it
+    under whatever name the file gives it (mmengine's ``register_module`` reads
+    ``module.__name__``). A bare ``@fn.register`` is how ``functools.singledispatch``
+    registers, by the annotation's type (pennylane's ``@bind_new_parameters.register def _``),
+    so it is not counted."""
+    if not isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    for dec in node.decorator_list:
+        found = _registering(dec)
+        if found is not None and found[1] is not None and not found[1].args \
+                and all(k.arg != "name" for k in found[1].keywords):
+            return True
+    return False
+
+
 def registrations(node: ast.stmt) -> list[tuple[str, str]]:
     """(registry root name, key) of what a module-level statement registers through a
     registry object's method, as the module runs: a decorated ``class``/``def`` under the

@@ -36,6 +36,7 @@ from nnrag_tui.engine.closure import (
     ExternalImport,
     NodeId,
 )
+from nnrag_tui.engine.config_keys import registers_own_name
 from nnrag_tui.engine.dynimport import (
     FolderImport,
     folder_imports,
@@ -2002,14 +2003,27 @@ class _ClosureBuilder:
         if locals_:
             self.avoid.setdefault(key, set()).update(locals_)
 
+    def registers_itself(self, key: BindKey) -> bool:
+        """Whether a statement of the closure that binds the definition ``key`` registers it
+        under its own name (config_keys.registers_own_name)."""
+        if key[0] != "def" or key[1] not in self.modules:
+            return False
+        ms = self.modules[key[1]]
+        return any((key[1], i) in self.seen and registers_own_name(ms.stmts[i].node)
+                   for i in ms.binders.get(key[2], ()))
+
     def allocate_names(self) -> dict[BindKey, str]:
         # ``__all__`` is the file's own, the block's, bound last: a module's that the file
         # inlines takes another name, or a function that reads it when called (torch_points3d's
         # ``set_backend``: ``for val in __all__``) would read the block's
         taken: dict[str, BindKey] = {"__all__": ("file", "__all__")}
         out: dict[BindKey, str] = {}
-        # a name made at run time cannot be renamed: it takes its own first
-        for key in sorted(self.bind_order, key=lambda k: k not in self.made_at_run_time):
+        # a name made at run time cannot be renamed: it takes its own first; then a
+        # definition that registers itself under its own name, which a registry would
+        # otherwise hold under the new one (mmcv's ``@MODELS.register_module() class
+        # MultiheadAttention`` beside mmpretrain's unregistered ``MultiheadAttention``)
+        for key in sorted(self.bind_order, key=lambda k: (k not in self.made_at_run_time,
+                                                          not self.registers_itself(k))):
             if key in self.shared:
                 continue
             if key[0] == "def" and key[1] in self.objects:
