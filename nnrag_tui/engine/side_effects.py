@@ -60,6 +60,16 @@ PACKAGE_FILLER_MODULES = 4
 _DICT_BASES = frozenset({"dict", "UserDict", "OrderedDict", "defaultdict"})
 
 
+def _not_imported(user: str, chain: list[str], runs: str) -> str:
+    """How the module ``user`` whose statement needs a registration stands to the module
+    making it, which upstream's import of ``chain[0]`` reaches through ``chain`` (``runs``
+    says so): ``user`` never imports it, or imports it only to run it (``from . import
+    bricks  # noqa: F401``), reading nothing from it."""
+    how = "imports only to run it" if chain[:1] == [user] and len(chain) == 2 and \
+        runs.startswith("upstream's import") else "never imports"
+    return f"which {user} {how}: {runs}"
+
+
 def _first_parameter_callees(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> frozenset[str]:
     """The names ``fn`` calls with its own first parameter as the first argument."""
     params = [*fn.args.posonlyargs, *fn.args.args]
@@ -403,9 +413,11 @@ class SideEffects:
                                 f"registers {literal!r}, which upstream's import of "
                                 f"{chain[0]} runs ({' -> '.join(chain)})"))
                             note = (f"{literal!r} is registered by {entry.facts.relpath}:"
-                                    f"{st.line}, which {self.b.entries[user[0]].module} never "
-                                    f"imports: upstream's import of {chain[0]} runs it "
-                                    f"({' -> '.join(chain)}); kept here")
+                                    f"{st.line}, "
+                                    + _not_imported(self.b.entries[user[0]].module, chain,
+                                                    f"upstream's import of {chain[0]} runs it "
+                                                    f"({' -> '.join(chain)})")
+                                    + "; kept here")
                             if note not in self.b.notes:
                                 self.b.notes.append(note)
         return added
@@ -519,8 +531,9 @@ class SideEffects:
                         user, key, "definition", f"{entry.module}:{st.line}", "registry", 0.8,
                         False, (node,), f"registers {key!r}, which {runs}"))
                     note = (f"{key!r} (a config's type) is registered by {entry.facts.relpath}:"
-                            f"{st.line}, which {self.b.entries[user[0]].module} never imports: "
-                            f"{runs}; kept here")
+                            f"{st.line}, "
+                            + _not_imported(self.b.entries[user[0]].module, chain, runs)
+                            + "; kept here")
                     if note not in self.b.notes:
                         self.b.notes.append(note)
         return added
