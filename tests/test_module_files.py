@@ -6,6 +6,7 @@ put there, the code works as upstream's does. nnrag puts them there itself where
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import shutil
 
@@ -13,6 +14,7 @@ import pytest
 from helpers import path_config, write_tree
 
 from nnrag_tui.engine.extractor import BlockExtractor
+from nnrag_tui.engine.modulefiles import included_files, literals
 
 pytest.importorskip("torch")
 
@@ -519,3 +521,70 @@ def test_a_package_read_through_importlib_resources_brings_its_files(tmp_path):
     # the anchor is a package, as upstream's is: ``files()`` of the stdlib refuses a module
     assert mod.templates.__path__ == [str(out / "rpkg.templates")]
     assert mod.templates.os is mod.os  # what the package binds, as upstream's holds it
+
+
+def test_sources_joined_from_a_folder_above_come_along_with_the_headers_they_include(tmp_path):
+    """easyocr's deformable convolution: ``dcn_dir = os.path.dirname(os.path.dirname(
+    __file__))`` in ``DBNet/assets/ops/dcn/functions/deform_conv.py``, then
+    ``cpp_extension.load(..., sources=[os.path.join(dcn_dir, 'src', "deform_conv_cpu.cpp"),
+    ...])``, and that source includes ``"deform_conv_cpu_kernel.h"``. No literal spelled a path
+    (``src/...`` was two of them), the sources lay deeper than the tree is read and no Python
+    statement named the header: nothing came along, the compile failed and
+    ``DeformConvPack`` raised "Input type is cpu, but 'deform_conv_cpu.*.so' is not imported
+    successfully" where upstream's runs."""
+    root = write_tree(tmp_path / "repo", {
+        "dpkg/__init__.py": "",
+        "dpkg/net/assets/ops/dcn/__init__.py": "",
+        "dpkg/net/assets/ops/dcn/functions/__init__.py": "",
+        "dpkg/net/assets/ops/dcn/functions/kernel.py": (
+            "import os\n\nfrom torch import nn\n\n"
+            "dcn_dir = os.path.dirname(os.path.dirname(__file__))\n"
+            "SOURCES = [os.path.join(dcn_dir, 'src', \"k_cpu.cpp\")]\n\n\n"
+            "class Kernel(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+            "        with open(SOURCES[0]) as fh:\n            self.text = fh.read()\n\n"
+            "    def forward(self, x):\n        return x\n"),
+        "dpkg/net/assets/ops/dcn/src/k_cpu.cpp":
+            '#include <torch/extension.h>\n#include "k_kernel.h"\nint k() { return K; }\n',
+        "dpkg/net/assets/ops/dcn/src/k_kernel.h": '#include "detail/k_const.h"\n',
+        "dpkg/net/assets/ops/dcn/src/detail/k_const.h": "#define K 3\n",
+        "dpkg/net/assets/ops/dcn/src/k_cuda.cu": "// not named\n",
+    })
+    tree = "r.files/dpkg/net/assets/ops/dcn"
+    out, mod = written_and_imported(tmp_path, root, "Kernel", [
+        f"{tree}/src/k_cpu.cpp", f"{tree}/src/detail/k_const.h", f"{tree}/src/k_kernel.h",
+        f"{tree}/functions/kernel.py"])
+    assert "int k()" in mod.Kernel().text
+    assert (out / tree / "src/k_kernel.h").read_text() == '#include "detail/k_const.h"\n'
+    assert (out / tree / "src/detail/k_const.h").read_text() == "#define K 3\n"
+    assert not (out / tree / "src/k_cuda.cu").exists()
+    code = (out / "Kernel.py").read_text()
+    assert "its statements name dpkg/net/assets/ops/dcn/src/k_cpu.cpp" in code
+    assert "include headers from their folders, which go with them: " \
+        f"{tree}/src/detail/k_const.h, {tree}/src/k_kernel.h" in code
+
+
+def test_literals_joined_by_a_statement_name_the_path_they_make():
+    """The parts a statement joins name one path, however it joins them; a literal that is
+    not a part of a path join names nothing more than itself."""
+    def joined(code: str) -> set[str]:
+        return {w for w in literals(ast.parse(code).body[0]) if "/" in w}
+
+    assert joined("p = os.path.join(d, 'src', \"k.cpp\")") == {"src/k.cpp"}
+    assert joined("p = ROOT / 'cfg' / 'models' / 'a.yaml'") == {"cfg/models/a.yaml"}
+    assert joined("p = osp.join(here, '..', 'data', 'x.pt')") == {"../data/x.pt"}
+    assert joined("p = os.path.join(d, 'a', name, 'b.txt')") == set()  # no run of two
+    assert joined("p = ', '.join(['a', 'b'])") == set()  # str.join joins no path
+    assert joined("p = 6 / 2") == set()
+
+
+def test_included_headers_are_followed_from_the_including_file(tmp_path):
+    """Quoted includes are looked up from the including file's folder, and theirs from
+    theirs; an include the folder does not have (the compiler's own) and a cycle end it."""
+    write_tree(tmp_path, {
+        "src/a.cpp": '#include <vector>\n#include "a.h"\n  #  include "cuda_runtime.h"\n',
+        "src/a.h": '#include "../common/c.h"\n#include "a.h"\n',
+        "common/c.h": '#include "../src/a.cpp"\n',
+        "src/unused.h": "",
+    })
+    assert included_files(str(tmp_path / "src/a.cpp")) == ("../common/c.h", "a.h")
+    assert included_files(str(tmp_path / "src/a.py")) == ()

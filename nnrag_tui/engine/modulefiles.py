@@ -5,7 +5,9 @@ whisper's ``mel_filters`` opens ``os.path.join(os.path.dirname(__file__), "asset
 directory, stylegan2-ada compiles ``bias_act.cpp`` from there. Inlined into a generated file,
 ``__file__`` is that file, and the files are not beside it. The generated file cannot carry
 them, so its header says which definitions look files up this way and, where the statement
-names them in string literals, which upstream files those are and where to put them.
+names them in string literals (whole, or as parts it joins: ``os.path.join(dcn_dir, 'src',
+"deform_conv_cpu.cpp")``), which upstream files those are and where to put them. A C++ or
+CUDA source among them brings the headers it includes from its folder, as compiling it needs.
 """
 
 from __future__ import annotations
@@ -161,6 +163,18 @@ class ModuleFiles:
             else:
                 if suffixes and f.endswith(suffixes) and len(out) - found < MAX_SEARCHED:
                     out.append((up, f.rsplit("/", 1)[-1]))
+        # deeper than the tree is read (``MAX_DEPTH``): a path from a folder the module's
+        # statements climb to (easyocr's ``src/deform_conv_cpu.cpp`` from ``dcn_dir``, the
+        # folder above ``easyocr/DBNet/assets/ops/dcn/functions``)
+        taken = {w for _, w in out}
+        folder = os.path.dirname(module_dir)
+        while folder and (folder == top or folder.startswith(top + "/")) and found < MAX_ABOVE:
+            for w in sorted(paths - taken):
+                if os.path.isfile(os.path.join(root, folder, w)) and found < MAX_ABOVE:
+                    out.append((f"{folder}/{w}", w))
+                    taken.add(w)
+                    found += 1
+            folder = os.path.dirname(folder)
         return out
 
 
@@ -182,12 +196,83 @@ def listed(files: list[tuple[str, str]]) -> str:
 
 @per_node
 def literals(node: ast.AST) -> frozenset[str]:
-    """The short one-line string constants of a statement, as relative paths."""
+    """The short one-line string constants of a statement, as relative paths, and the paths
+    that runs of them make where the statement joins them (``joined_literals``)."""
     out = {c.value.strip("/").replace("\\", "/") for c in treewalk.nodes(node)
            if isinstance(c, ast.Constant) and isinstance(c.value, str)
            and 0 < len(c.value) <= 200 and "\n" not in c.value}
+    out |= joined_literals(node)
     out.discard("")
     return frozenset(out)
+
+
+def joined_literals(node: ast.AST) -> set[str]:
+    """The paths that runs of two or more string literals make where a statement joins them:
+    easyocr's ``dcn_dir = os.path.dirname(os.path.dirname(__file__))`` and
+    ``os.path.join(dcn_dir, 'src', "deform_conv_cpu.cpp")`` name ``src/deform_conv_cpu.cpp``
+    of the folder above its module's, which the file name alone does not place;
+    ``ROOT / "cfg" / "default.yaml"`` names ``cfg/default.yaml``, and ``os.path.join(HERE,
+    "..", "data", "x.pt")`` names ``../data/x.pt``."""
+    out: set[str] = set()
+    inner: set[int] = set()  # the left operands of a chain of ``/``, read with the chain
+    for n in treewalk.nodes(node):
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and \
+                n.func.attr == "join" and not isinstance(n.func.value, ast.Constant):
+            parts = list(n.args)  # os.path.join(a, "b", "c"), osp.join(...)
+        elif isinstance(n, ast.BinOp) and isinstance(n.op, ast.Div) and id(n) not in inner:
+            parts, left = [n.right], n.left  # ROOT / "b" / "c", left-associated
+            while isinstance(left, ast.BinOp) and isinstance(left.op, ast.Div):
+                inner.add(id(left))
+                parts.append(left.right)
+                left = left.left
+            parts = [left, *reversed(parts)]
+        else:
+            continue
+        run: list[str] = []
+        for part in [*parts, None]:
+            if isinstance(part, ast.Constant) and isinstance(part.value, str) and \
+                    0 < len(part.value) <= 200 and "\n" not in part.value:
+                run.append(part.value.strip("/").replace("\\", "/"))
+                continue
+            if len(run) > 1 and all(run):
+                out.add("/".join(run))
+            run = []
+    return out
+
+
+# ``#include "name"``: a header looked up from the including file's folder first
+_INCLUDE = re.compile(rb'^[ \t]*#[ \t]*include[ \t]*"([^"\n]+)"', re.MULTILINE)
+_C_SOURCES = (".c", ".cc", ".cpp", ".cxx", ".cu", ".cuh", ".h", ".hh", ".hpp", ".hxx", ".inl")
+MAX_INCLUDED = 200  # headers followed from one source file
+
+
+def included_files(path: str) -> tuple[str, ...]:
+    """The files a C, C++ or CUDA source's quoted ``#include``s name beside it, and those
+    their own includes name, as paths relative to its folder: easyocr's
+    ``deform_conv_cpu.cpp`` includes ``"deform_conv_cpu_kernel.h"``, which compiling it
+    needs beside it though no Python statement names it. A name found nowhere there (one
+    the compiler finds on its include path, ``"cuda_runtime.h"``) is left out; at most
+    ``MAX_INCLUDED``."""
+    if not path.endswith(_C_SOURCES):
+        return ()
+    base = os.path.dirname(path)
+    out: list[str] = []
+    todo = [path]
+    while todo and len(out) < MAX_INCLUDED:
+        current = todo.pop()
+        try:
+            with open(current, "rb") as f:
+                text = f.read(1 << 20)
+        except OSError:
+            continue
+        for m in _INCLUDE.finditer(text):
+            found = os.path.normpath(os.path.join(os.path.dirname(current),
+                                                  m.group(1).decode("utf-8", "replace")))
+            rel = os.path.relpath(found, base).replace(os.sep, "/")
+            if rel not in out and found != path and os.path.isfile(found):
+                out.append(rel)
+                todo.append(found)
+    return tuple(sorted(out))
 
 
 def _data_files(directory: str) -> list[str]:
