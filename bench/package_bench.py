@@ -11,7 +11,8 @@ configuration into its own cache, then extracts every block in turn and records 
 each; the runs of the engines alternate, ``--rounds`` times, so that a busy host slows them
 alike. Printed per engine and repository: blocks, median, p90 and total seconds, the slowest
 blocks, and the peak memory of the process (kernel's ``ru_maxrss``). ``--dump DIR`` writes the
-files of each engine's first round (``DIR/<engine #>/``), to check that they are the same.
+files of each engine's first round (``DIR/<engine #>/``: each block's code, and the list of
+files that go beside it where there are any), to check that they are the same.
 
 Usage: python bench/package_bench.py --config CONFIG.json [--repo NAME ...]
            [--engine DIR ...] [--rounds 2] [--dump DIR] [--out FILE]
@@ -62,7 +63,11 @@ def worker(engine: str, config: str, repos: list[str], dump: str | None) -> None
             if dump and r.generated is not None:
                 out = Path(dump) / b.source
                 out.mkdir(parents=True, exist_ok=True)
-                (out / (b.key.replace(":", "__") + ".py")).write_text(r.generated.code)
+                stem = b.key.replace(":", "__")
+                (out / (stem + ".py")).write_text(r.generated.code)
+                if r.generated.spec.get("files"):  # what goes beside it
+                    (out / (stem + ".files.json")).write_text(
+                        json.dumps(r.generated.spec["files"], indent=1) + "\n")
         emit({"resolver_load_s": load_s, "times": times, "failed": failed})
 
 
