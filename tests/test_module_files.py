@@ -551,8 +551,8 @@ def test_sources_joined_from_a_folder_above_come_along_with_the_headers_they_inc
     })
     tree = "r.files/dpkg/net/assets/ops/dcn"
     out, mod = written_and_imported(tmp_path, root, "Kernel", [
-        f"{tree}/src/k_cpu.cpp", f"{tree}/src/detail/k_const.h", f"{tree}/src/k_kernel.h",
-        f"{tree}/functions/kernel.py"])
+        f"{tree}/src/k_cpu.cpp", f"{tree}/functions/kernel.py", f"{tree}/src/detail/k_const.h",
+        f"{tree}/src/k_kernel.h"])
     assert "int k()" in mod.Kernel().text
     assert (out / tree / "src/k_kernel.h").read_text() == '#include "detail/k_const.h"\n'
     assert (out / tree / "src/detail/k_const.h").read_text() == "#define K 3\n"
@@ -571,6 +571,7 @@ def test_literals_joined_by_a_statement_name_the_path_they_make():
 
     assert joined("p = os.path.join(d, 'src', \"k.cpp\")") == {"src/k.cpp"}
     assert joined("p = ROOT / 'cfg' / 'models' / 'a.yaml'") == {"cfg/models/a.yaml"}
+    assert joined("p = ROOT.joinpath('cfg', 'a.yaml')") == {"cfg/a.yaml"}
     assert joined("p = osp.join(here, '..', 'data', 'x.pt')") == {"../data/x.pt"}
     assert joined("p = os.path.join(d, 'a', name, 'b.txt')") == set()  # no run of two
     assert joined("p = ', '.join(['a', 'b'])") == set()  # str.join joins no path
@@ -588,3 +589,26 @@ def test_included_headers_are_followed_from_the_including_file(tmp_path):
     })
     assert included_files(str(tmp_path / "src/a.cpp")) == ("../common/c.h", "a.h")
     assert included_files(str(tmp_path / "src/a.py")) == ()
+
+
+def test_a_header_a_statement_names_itself_is_not_said_to_come_as_an_include(tmp_path):
+    """stylegan2-ada's ``bias_act`` names its header beside its sources (``headers=
+    ['bias_act.h']``): it comes as a named file, and the header note lists only the
+    includes that nothing names."""
+    root = write_tree(tmp_path / "repo", {
+        "spkg/__init__.py": "",
+        "spkg/ops.py": (
+            "import os\n\nfrom torch import nn\n\n"
+            "FILES = [os.path.join(os.path.dirname(__file__), f) for f in "
+            "['bias_act.cpp', 'bias_act.h']]\n\n\n"
+            "class Op(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+            "        self.sizes = [os.path.getsize(f) for f in FILES]\n\n"
+            "    def forward(self, x):\n        return x\n"),
+        "spkg/bias_act.cpp": '#include "bias_act.h"\n#include "util.h"\n',
+        "spkg/bias_act.h": "#pragma once\n",
+        "spkg/util.h": "#pragma once\n",
+    })
+    out, mod = written_and_imported(tmp_path, root, "Op", ["bias_act.cpp", "bias_act.h",
+                                                           "util.h"])
+    assert mod.Op().sizes == [40, 13]
+    assert "which go with them: util.h\n" in (out / "Op.py").read_text()

@@ -211,14 +211,17 @@ def joined_literals(node: ast.AST) -> set[str]:
     easyocr's ``dcn_dir = os.path.dirname(os.path.dirname(__file__))`` and
     ``os.path.join(dcn_dir, 'src', "deform_conv_cpu.cpp")`` name ``src/deform_conv_cpu.cpp``
     of the folder above its module's, which the file name alone does not place;
-    ``ROOT / "cfg" / "default.yaml"`` names ``cfg/default.yaml``, and ``os.path.join(HERE,
-    "..", "data", "x.pt")`` names ``../data/x.pt``."""
+    ``ROOT / "cfg" / "default.yaml"`` and ``ROOT.joinpath("cfg", "default.yaml")`` name
+    ``cfg/default.yaml``, and ``os.path.join(HERE, "..", "data", "x.pt")`` names
+    ``../data/x.pt``."""
     out: set[str] = set()
     inner: set[int] = set()  # the left operands of a chain of ``/``, read with the chain
     for n in treewalk.nodes(node):
         if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and \
-                n.func.attr == "join" and not isinstance(n.func.value, ast.Constant):
-            parts = list(n.args)  # os.path.join(a, "b", "c"), osp.join(...)
+                n.func.attr in ("join", "joinpath") and \
+                not isinstance(n.func.value, ast.Constant):
+            # os.path.join(a, "b", "c"), osp.join(...), Path(a).joinpath("b", "c")
+            parts = [n.func.value, *n.args] if n.func.attr == "joinpath" else list(n.args)
         elif isinstance(n, ast.BinOp) and isinstance(n.op, ast.Div) and id(n) not in inner:
             parts, left = [n.right], n.left  # ROOT / "b" / "c", left-associated
             while isinstance(left, ast.BinOp) and isinstance(left.op, ast.Div):

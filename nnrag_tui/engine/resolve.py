@@ -490,7 +490,6 @@ class _ClosureBuilder:
         self.unresolved: list[tuple[str, str]] = []
         self.notes: list[str] = []
         self.module_files: list[tuple[str, str]] = []  # (path on disk, path beside the file)
-        self.included_headers: list[str] = []  # those of them a C++ source includes
         # module -> the path its ``__file__`` gets beside the file (``relocations``)
         self.relocated_files: dict[tuple[str, str], str] = {}
         # names only a statement storing into its module's namespace makes (engine.namespace)
@@ -1180,29 +1179,32 @@ class _ClosureBuilder:
                 + f"; {entry.facts.relpath} itself is there as an empty file, its code being "
                 "here), where nnrag writes, saves or validates this file; copy that folder "
                 "along with it")
-        if self.included_headers:
-            self.notes.append(
-                "the C++ and CUDA sources among the files that go beside this file include "
-                f"headers from their folders, which go with them: "
-                f"{', '.join(self.included_headers[:MAX_SHOWN])}"
-                + (f" and {len(self.included_headers) - MAX_SHOWN} more"
-                   if len(self.included_headers) > MAX_SHOWN else ""))
+        self.add_included_headers()
 
     def add_module_file(self, path: str, rel: str) -> None:
-        """Put the upstream file ``path`` at ``rel`` beside the generated file, with the
-        headers a C++ or CUDA source of it includes from its folder (``included_files``) at
-        the same place relative to it, as compiling it needs them."""
+        if rel not in {r for _, r in self.module_files}:
+            self.module_files.append((path, rel))
+
+    def add_included_headers(self) -> None:
+        """The headers that the C++ and CUDA sources among the files going beside the
+        generated file include from their folders (``included_files``), and that no statement
+        names: compiling a source needs them where upstream has them, relative to it. Said in
+        the header."""
         taken = {r for _, r in self.module_files}
-        if rel in taken:
-            return
-        self.module_files.append((path, rel))
-        for inc in included_files(path):
-            at = posixpath.normpath(posixpath.join(posixpath.dirname(rel), inc))
-            if at not in taken and is_plain_relative(at):
-                self.module_files.append(
-                    (os.path.normpath(os.path.join(os.path.dirname(path), inc)), at))
-                self.included_headers.append(at)
-                taken.add(at)
+        added: list[str] = []
+        for path, rel in list(self.module_files):
+            for inc in included_files(path):
+                at = posixpath.normpath(posixpath.join(posixpath.dirname(rel), inc))
+                if at not in taken and is_plain_relative(at):
+                    self.module_files.append(
+                        (os.path.normpath(os.path.join(os.path.dirname(path), inc)), at))
+                    taken.add(at)
+                    added.append(at)
+        if added:
+            self.notes.append(
+                "the C++ and CUDA sources among the files that go beside this file include "
+                f"headers from their folders, which go with them: {', '.join(added[:MAX_SHOWN])}"
+                + (f" and {len(added) - MAX_SHOWN} more" if len(added) > MAX_SHOWN else ""))
 
     def module_literals(self, key: tuple[str, str], nodes: list[NodeId]) -> frozenset[str]:
         ms = self.modules[key]
