@@ -1269,7 +1269,7 @@ def test_an_operator_called_by_its_function_has_its_fake_and_gradient(extracted,
     run_net_in_fresh_process(extracted, tmp_path, "torch_ops_called", (
         "x = torch.randn(2, 8, requires_grad=True)\ny = net(x)\n"
         "assert torch.allclose(y, net.fc(x))\ny.sum().backward()\n"
-        "assert torch.allclose(x.grad, net.fc.weight.sum(0).expand(2, 8))\n"
+        "assert torch.allclose(x.grad, net.fc.weight.sum(0).expand(2, 8), atol=1e-5)\n"
         "ops = torch.ops.nnrag_golden_called\n"
         "assert ops.halve(torch.empty(2, 8, device='meta')).device.type == 'meta'\n"))
 
@@ -1311,7 +1311,7 @@ def test_an_operator_registered_through_aliases_has_its_fake_and_gradient(extrac
     run_net_in_fresh_process(extracted, tmp_path, "torch_ops_alias", (
         "x = torch.randn(2, 8, requires_grad=True)\ny = net(x)\n"
         "assert torch.allclose(y, net.fc(x) * 3)\ny.sum().backward()\n"
-        "assert torch.allclose(x.grad, 3 * net.fc.weight.sum(0).expand(2, 8))\n"
+        "assert torch.allclose(x.grad, 3 * net.fc.weight.sum(0).expand(2, 8), atol=1e-5)\n"
         "ops = torch.ops.nnrag_golden_alias\n"
         "assert ops.scale(torch.empty(2, 8, device='meta')).device.type == 'meta'\n"))
 
