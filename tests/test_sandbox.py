@@ -134,6 +134,31 @@ def test_endless_loop_at_import_is_killed(sandbox):
     assert_still_works(sandbox)
 
 
+BUILDS_AS_IT_IMPORTS = """
+    import time
+    from torch.utils.cpp_extension import load
+    if time.time() < 0:  # never run here: a real build takes a minute
+        load(name="nnrag_never_built", sources=["never.cpp"])
+    time.sleep(3)
+    """
+
+
+def test_a_file_building_an_extension_as_it_imports_has_longer_to_import(sandbox):
+    """easyocr's deformable convolutions compile their C++ source as their file imports,
+    which took 36 s in the sandbox, beyond the 20 s an import has: the block was "NOT
+    validated: timeout" where it runs. Such a file's import has ``build_timeout`` at least,
+    still bounded; a file without the build keeps the import timeout."""
+    res = run(sandbox, BUILDS_AS_IT_IMPORTS, timeouts={"import": 1.0})
+    assert res.killed is None and end(res, "import")["ok"]
+    res = run(sandbox, BUILDS_AS_IT_IMPORTS.replace("load(", "print("),
+              timeouts={"import": 1.0})
+    assert res.killed == {"reason": "timeout", "stage": "import", "after": 1.0}
+    res = run(sandbox, BUILDS_AS_IT_IMPORTS, limits=SandboxLimits(
+        import_timeout=1.0, build_timeout=2.0, setup_timeout=10.0))
+    assert res.killed == {"reason": "timeout", "stage": "import", "after": 2.0}
+    assert_still_works(sandbox)
+
+
 def test_endless_sleep_in_init_is_killed(sandbox):
     res = run(sandbox, """
         import time

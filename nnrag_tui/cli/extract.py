@@ -54,7 +54,8 @@ def register(sub) -> None:
     p.add_argument("--stage", choices=STAGE_CHOICES, default="forward",
                    help="the deepest validation stage to run (default: forward)")
     p.add_argument("--timeout", type=float, default=None, metavar="S",
-                   help="wall-clock limit per sandboxed stage in seconds (default: 20)")
+                   help="wall-clock limit per sandboxed stage in seconds (default: 20; an "
+                        "import that builds a C++ extension has at least 300)")
     p.add_argument("--jobs", type=positive_int, default=None, metavar="N",
                    help="blocks validated in parallel, one sandbox each (default: up to 2)")
     p.add_argument("--policy", choices=("never", "missing", "always"), default="missing")

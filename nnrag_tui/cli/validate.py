@@ -38,7 +38,8 @@ def register(sub) -> None:
     p.add_argument("--stage", choices=STAGE_CHOICES, default="forward",
                    help="the deepest stage to run (default: forward)")
     p.add_argument("--timeout", type=float, default=None, metavar="S",
-                   help="wall-clock limit per sandboxed stage in seconds (default: 20)")
+                   help="wall-clock limit per sandboxed stage in seconds (default: 20; an "
+                        "import that builds a C++ extension has at least 300)")
     p.add_argument("--allow-source-imports", action="store_true",
                    help="with NAME: let the file import its source package (by default it "
                         "is blocked in the sandbox, so that 'validated' means standalone)")

@@ -15,6 +15,7 @@ import re
 from collections.abc import Iterable
 
 from nnrag_tui.engine import treewalk
+from nnrag_tui.engine.parse import dotted
 
 _DOTTED = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)+")
 
@@ -69,3 +70,46 @@ class Extensions:
             hit = module in self._declared or compiled_on_disk(self.roots, module)
             self._seen[module] = hit
         return hit
+
+
+# torch's builders of an extension from its sources (``torch.utils.cpp_extension``)
+_BUILDERS = frozenset({"load", "load_inline"})
+
+
+def builds_at_import(code: str) -> int | None:
+    """The line of the first call that builds a C++ extension as the file ``code`` imports:
+    ``torch.utils.cpp_extension.load(...)`` or ``load_inline(...)`` (also as imported by
+    name, or under an alias) in a statement run at import, in its ``if``, ``try``, ``with``
+    or class body too, but not in a function. easyocr's deformable convolutions compile
+    ``deform_conv_cpu.cpp`` that way as they load, which takes a minute or more here, so
+    importing their file does too. None where there is none."""
+    if "cpp_extension" not in code:
+        return None
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError):
+        return None
+    names: set[str] = set()  # local names of the builders (``from ... import load``)
+    modules: set[str] = {"torch.utils.cpp_extension"}  # names of the module itself
+    for node in treewalk.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module == "torch.utils.cpp_extension":
+            names.update(a.asname or a.name for a in node.names if a.name in _BUILDERS)
+        elif isinstance(node, ast.ImportFrom) and node.module == "torch.utils":
+            modules.update(a.asname or a.name for a in node.names if a.name == "cpp_extension")
+        elif isinstance(node, ast.Import):
+            modules.update(a.asname for a in node.names
+                           if a.name == "torch.utils.cpp_extension" and a.asname)
+    found: list[int] = []
+    todo: list[ast.AST] = list(tree.body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            continue
+        if isinstance(node, ast.Call):
+            func = node.func
+            if (isinstance(func, ast.Name) and func.id in names) or (
+                    isinstance(func, ast.Attribute) and func.attr in _BUILDERS
+                    and dotted(func.value) in modules):
+                found.append(node.lineno)
+        todo.extend(ast.iter_child_nodes(node))
+    return min(found, default=None)

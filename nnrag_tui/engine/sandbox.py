@@ -78,6 +78,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from nnrag_tui.engine.errors import NnragError
+from nnrag_tui.engine.extensions import builds_at_import
 
 WORKER = Path(__file__).with_name("sandbox_worker.py")
 SANDBOX_STAGES = ("import", "instantiate", "forward")
@@ -107,6 +108,10 @@ class SandboxLimits:
     forward_timeout: float = 20.0
     setup_timeout: float = 10.0
     source_timeout: float = 20.0  # each of parse, compile, static
+    # the least time for the import of a file that builds a C++ extension as it imports
+    # (``extensions.builds_at_import``): easyocr's deformable convolutions compile theirs in
+    # 36-80 s here
+    build_timeout: float = 300.0
 
     def timeouts(self) -> dict[str, float]:
         return {"setup": self.setup_timeout, "parse": self.source_timeout,
@@ -254,6 +259,8 @@ class Sandbox:
         tmo = lim.timeouts()
         if timeouts:
             tmo.update(timeouts)
+        if "import" in stages and builds_at_import(code) is not None:
+            tmo["import"] = max(tmo["import"], lim.build_timeout)
         stages = [s for s in STAGES if s in set(stages)]
         cpu = sum(tmo[s] for s in stages) + 2.0
         job = {
