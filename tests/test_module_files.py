@@ -612,3 +612,26 @@ def test_a_header_a_statement_names_itself_is_not_said_to_come_as_an_include(tmp
                                                            "util.h"])
     assert mod.Op().sizes == [40, 13]
     assert "which go with them: util.h\n" in (out / "Op.py").read_text()
+
+
+def test_a_header_included_from_above_the_file_s_folder_is_named_not_dropped(tmp_path):
+    """A source beside the module includes ``"../include/k.h"``: beside the generated file
+    that is above its folder, where nnrag writes nothing. The header says where it goes."""
+    root = write_tree(tmp_path / "repo", {
+        "hpkg/__init__.py": "",
+        "hpkg/ops/__init__.py": "",
+        "hpkg/ops/k.py": (
+            "import os\n\nfrom torch import nn\n\n"
+            "SOURCE = os.path.join(os.path.dirname(__file__), 'k.cpp')\n\n\n"
+            "class K(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+            "        self.size = os.path.getsize(SOURCE)\n\n"
+            "    def forward(self, x):\n        return x\n"),
+        "hpkg/ops/k.cpp": '#include "../include/k.h"\n#include "k_impl.h"\n',
+        "hpkg/ops/k_impl.h": "#pragma once\n",
+        "hpkg/include/k.h": "#pragma once\n",
+    })
+    out, mod = written_and_imported(tmp_path, root, "K", ["k.cpp", "k_impl.h"])
+    assert mod.K().size == 46
+    assert ("include headers from their folders, which go with them: k_impl.h; and "
+            "../include/k.h (from this file's folder), above it, where nnrag does not write: "
+            "put it there yourself") in (out / "K.py").read_text()

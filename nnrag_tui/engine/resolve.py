@@ -1189,22 +1189,36 @@ class _ClosureBuilder:
         """The headers that the C++ and CUDA sources among the files going beside the
         generated file include from their folders (``included_files``), and that no statement
         names: compiling a source needs them where upstream has them, relative to it. Said in
-        the header."""
+        the header, and so is a header that would go above the file's folder, where nnrag
+        does not write (``#include "../include/k.h"`` from a source beside the file)."""
         taken = {r for _, r in self.module_files}
         added: list[str] = []
+        above: list[str] = []
         for path, rel in list(self.module_files):
             for inc in included_files(path):
                 at = posixpath.normpath(posixpath.join(posixpath.dirname(rel), inc))
-                if at not in taken and is_plain_relative(at):
+                if at in taken:
+                    continue
+                taken.add(at)
+                if is_plain_relative(at):
                     self.module_files.append(
                         (os.path.normpath(os.path.join(os.path.dirname(path), inc)), at))
-                    taken.add(at)
                     added.append(at)
-        if added:
+                else:
+                    above.append(at)
+
+        def shown(files: list[str]) -> str:
+            more = len(files) - MAX_SHOWN
+            return ", ".join(files[:MAX_SHOWN]) + (f" and {more} more" if more > 0 else "")
+
+        if added or above:
             self.notes.append(
                 "the C++ and CUDA sources among the files that go beside this file include "
-                f"headers from their folders, which go with them: {', '.join(added[:MAX_SHOWN])}"
-                + (f" and {len(added) - MAX_SHOWN} more" if len(added) > MAX_SHOWN else ""))
+                + (f"headers from their folders, which go with them: {shown(added)}"
+                   if added else "headers from their folders")
+                + (f"{'; and ' if added else ': '}{shown(above)} (from this file's folder), "
+                   "above it, where nnrag does not write: put "
+                   f"{'them' if len(above) > 1 else 'it'} there yourself" if above else ""))
 
     def module_literals(self, key: tuple[str, str], nodes: list[NodeId]) -> frozenset[str]:
         ms = self.modules[key]
