@@ -189,9 +189,13 @@ _SUFFIX = re.compile(r"(?:\.[A-Za-z0-9_]{1,8}){1,2}")
 
 def listed(files: list[tuple[str, str]]) -> str:
     """``up (as rel)`` for the first ``MAX_SHOWN`` files, and how many more there are."""
-    text = ", ".join(f"{up} (as {rel})" for up, rel in files[:MAX_SHOWN])
-    more = len(files) - MAX_SHOWN
-    return text + (f" and {more} more" if more > 0 else "")
+    return shortlist([f"{up} (as {rel})" for up, rel in files])
+
+
+def shortlist(names: list[str]) -> str:
+    """The first ``MAX_SHOWN`` of ``names``, and how many more there are."""
+    more = len(names) - MAX_SHOWN
+    return ", ".join(names[:MAX_SHOWN]) + (f" and {more} more" if more > 0 else "")
 
 
 @per_node

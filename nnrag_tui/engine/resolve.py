@@ -75,6 +75,7 @@ from nnrag_tui.engine.modulefiles import (
     included_files,
     is_plain_relative,
     listed,
+    shortlist,
     uses_module_file,
 )
 from nnrag_tui.engine.moduleobject import (
@@ -1206,17 +1207,12 @@ class _ClosureBuilder:
                     added.append(at)
                 else:
                     above.append(at)
-
-        def shown(files: list[str]) -> str:
-            more = len(files) - MAX_SHOWN
-            return ", ".join(files[:MAX_SHOWN]) + (f" and {more} more" if more > 0 else "")
-
         if added or above:
             self.notes.append(
                 "the C++ and CUDA sources among the files that go beside this file include "
-                + (f"headers from their folders, which go with them: {shown(added)}"
+                + (f"headers from their folders, which go with them: {shortlist(added)}"
                    if added else "headers from their folders")
-                + (f"{'; and ' if added else ': '}{shown(above)} (from this file's folder), "
+                + (f"{'; and ' if added else ': '}{shortlist(above)} (from this file's folder), "
                    "above it, where nnrag does not write: put "
                    f"{'them' if len(above) > 1 else 'it'} there yourself" if above else ""))
 

@@ -60,13 +60,14 @@ PACKAGE_FILLER_MODULES = 4
 _DICT_BASES = frozenset({"dict", "UserDict", "OrderedDict", "defaultdict"})
 
 
-def _not_imported(user: str, chain: list[str], runs: str) -> str:
+def _not_imported(user: str, chain: list[str], runs: str, imported: bool = True) -> str:
     """How the module ``user`` whose statement needs a registration stands to the module
     making it, which upstream's import of ``chain[0]`` reaches through ``chain`` (``runs``
-    says so): ``user`` never imports it, or imports it only to run it (``from . import
-    bricks  # noqa: F401``), reading nothing from it."""
-    how = "imports only to run it" if chain[:1] == [user] and len(chain) == 2 and \
-        runs.startswith("upstream's import") else "never imports"
+    says so; ``imported``: by an import statement, not by name when first used): ``user``
+    never imports it, or imports it only to run it (``from . import bricks  # noqa: F401``),
+    reading nothing from it."""
+    how = "imports only to run it" if imported and chain[:1] == [user] and len(chain) == 2 \
+        else "never imports"
     return f"which {user} {how}: {runs}"
 
 
@@ -532,7 +533,8 @@ class SideEffects:
                         False, (node,), f"registers {key!r}, which {runs}"))
                     note = (f"{key!r} (a config's type) is registered by {entry.facts.relpath}:"
                             f"{st.line}, "
-                            + _not_imported(self.b.entries[user[0]].module, chain, runs)
+                            + _not_imported(self.b.entries[user[0]].module, chain, runs,
+                                            imported=chain[0] not in by_name)
                             + "; kept here")
                     if note not in self.b.notes:
                         self.b.notes.append(note)
