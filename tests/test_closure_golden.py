@@ -421,18 +421,28 @@ MUST = {
         'def register_halving(namespace):',
         '    _library = register_halving("nnrag_golden_deferred")\n'
         '    _halve = torch.ops.nnrag_golden_deferred.halve.default\n'],
-    # ... also where no statement names the namespace (built in a loop), or where the helper
-    # imports a module of its package by computed name, which no file holds (spikingjelly's
-    # own): the file imports, and the header names that helper's call
+    # ... also where no statement names the namespace (built in a loop): the file imports,
+    # and the header says so; where the helper imports a module of its package by a name it
+    # computes (spikingjelly's own), the file holds that module as a module object and the
+    # call goes through the file's stand-in for ``importlib.import_module``; the module it is
+    # given has the ``__package__`` and ``__file__`` it reads, with the file beside it
     ("torch_ops_deferred", "HalvesOnRequest"): [
         '    _halve_looped = torch.ops.nnrag_golden_looped.halve.default\n',
         "the torch operator nnrag_golden_looped::halve (defops/loop_kernels.py:12) is defined "
         "by no statement that names it",
+        '    _library = register_from_package("nnrag_golden_package", _implementations)\n'
         '    _halve_package = torch.ops.nnrag_golden_package.halve.default\n',
-        "the torch operator nnrag_golden_package::halve (defops/package_kernels.py:10) is "
-        'defined upstream by `register_from_package("nnrag_golden_package", ...)` '
-        "(defops/package_kernels.py:9), a helper that also imports modules of its package by a "
-        "name it computes"],
+        '    implementations = _import_module(f"{module.__package__}.implementations")\n',
+        '        "defops.implementations": _implementations,\n',
+        '_implementations.__package__ = "defops"\n',
+        "where its 1 data file go (divisor.txt)",
+        # ... but not where the helper's caller names the whole module: the header names
+        # that call, and the file imports all the same
+        "    _halve_named = torch.ops.nnrag_golden_named.halve.default\n",
+        "the torch operator nnrag_golden_named::halve (defops/named_kernels.py:9) is defined "
+        'upstream by `register_from_module("nnrag_golden_named", ...)` (defops/named_kernels.py'
+        ":8), a helper that also imports modules by a name it computes to its end, which no "
+        "file can hold"],
     # ... and where the module names ``torch.library``'s functions otherwise (flash-attn's
     # ``_torch_custom_op_wrapper = torch.library.custom_op``)
     ("torch_ops_alias", "Net"): [
@@ -777,9 +787,11 @@ MUST_NOT = {
                                    "_get_raw_stream", "_shift_cuda", "register_autocast"],
     ("torch_ops_deferred", "Halves"): ["defined by no statement", "\n_halve = "],
     ("torch_ops_deferred", "HalvesOnRequest"): ["\n_halve_looped = ", "register_halving",
-                                                "def register_from_package", "import importlib",
                                                 "nnrag_golden_package::halve (defops/package_"
-                                                "kernels.py:10) is defined by no statement"],
+                                                "kernels.py:10) is defined by no statement",
+                                                "def register_from_module",
+                                                "register_from_package(\"nnrag_golden_package\","
+                                                " ...)"],
     ("torch_ops_late_module", "ReadsKernelFirst"): ["not inlined"],
     ("torch_ops_late_module", "ReadsDefineFirst"): ["not inlined", "def _fused("],
     ("torch_ops_late_module", "ScalesLazily"): ["not inlined", "nnrag_golden_late::fused"],
@@ -1240,6 +1252,36 @@ def run_net_in_fresh_process(extracted, tmp_path: Path, case: str, checks: str) 
     run = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True,
                          timeout=300, check=False)
     assert run.stdout.strip() == "ok", run.stderr
+
+
+def test_a_helper_importing_its_package_s_module_by_computed_name_defines_its_operator(
+        extracted, tmp_path):
+    """spikingjelly's ``_register_dispatch(namespace, cpu, selection)`` imports
+    ``f"{cpu.__package__}.autograd"`` and reads a file beside ``cpu.__file__``. In a fresh
+    process, with the files that go beside it written, the file defines the operator that way
+    and computes with it as upstream does, and with no installed package; a name the file
+    holds no module for is imported as upstream's is."""
+    res, _, repo = extracted("torch_ops_deferred", "HalvesOnRequest")
+    assert res.ok, res.error
+    (tmp_path / "HalvesOnRequest.py").write_text(res.generated.code)
+    assert write_module_files(tmp_path, res.generated.files(), []) == [
+        str(tmp_path / "defops.implementations" / "divisor.txt")]
+    code = (f"import sys; sys.path.insert(0, {str(tmp_path)!r})\nimport torch\n"
+            "import HalvesOnRequest as M\n"
+            "x = torch.arange(6.0)\n"
+            "assert torch.equal(M.HalvesOnRequest().halved_by_package(x), x / 2)\n"
+            "assert M._import_module('json') is sys.modules['json']\n"
+            "try:\n    M._import_module('defops.other')\nexcept ModuleNotFoundError:\n"
+            "    pass\nelse:\n    raise AssertionError('defops is not installed')\n"
+            "print('ok')\n")
+    run = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True,
+                         timeout=300, check=False)
+    assert run.stdout.strip() == "ok", run.stderr
+    # without its file beside it, it fails where upstream's would, reading it
+    (tmp_path / "defops.implementations" / "divisor.txt").unlink()
+    run = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True,
+                         timeout=300, check=False)
+    assert "divisor.txt" in run.stderr and "FileNotFoundError" in run.stderr
 
 
 def test_an_operator_the_block_reads_is_registered_in_a_fresh_process(extracted, tmp_path):

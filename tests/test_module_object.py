@@ -35,3 +35,36 @@ def test_dependency_tree_shows_the_module_object_as_the_file_has_it(tmp_path: Pa
     held = {c.name: (c.kind, c.target) for c in graph.children(layers)}
     assert held["Mlp"] == ("class", "attrpkg.layers.mlp.Mlp")
     assert held["Norm"] == ("class", "attrpkg.layers.norm.RmsNorm")
+
+
+def test_dependency_tree_shows_the_stand_in_for_a_computed_import(tmp_path: Path) -> None:
+    """spikingjelly's ``_register_dispatch`` imports a module by a name it computes: the tree
+    shows that call leading to the file's stand-in for ``importlib.import_module``, as the file
+    has it, and the module objects it holds under it (engine.computed_imports)."""
+    repo = REPO.parents[1] / "torch_ops_deferred" / "repo"
+    shutil.copytree(repo, tmp_path / "repo")
+    cfg = parse_config({"deferred": {"path": str(tmp_path / "repo"), "paths": ["defops"]}})
+    with BlockExtractor(cfg, cache_dir=tmp_path / "c", data_dir=tmp_path / "c" / "data") as ex:
+        ex.index()
+        block = next(b for b in ex.blocks() if b.qualname == "HalvesOnRequest")
+        res, closure = ex.extract_block(block)
+    assert res.ok and closure is not None
+    graph = DependencyGraph(closure)
+    todo, helper = [graph.root], None
+    while todo and helper is None:  # (the helper is a few calls below the block)
+        node = todo.pop()
+        kids = graph.children(node)
+        helper = next((c for c in kids if c.name == "register_from_package"), None)
+        todo += [c for c in kids if c.kind != "externals"]
+    assert helper is not None
+    stand_in = next(c for c in graph.children(helper) if c.name == "importlib.import_module")
+    assert (stand_in.kind, stand_in.how) == ("function", "computed-import")
+    snippet = graph.source(stand_in)
+    assert snippet is not None
+    assert snippet.where == ("made by nnrag: `importlib.import_module`, returning the modules "
+                             "the file holds")
+    assert snippet.text.startswith("def _import_module(name, package=None):")
+    assert snippet.text in res.generated.code
+    held = {c.name: (c.kind, c.target) for c in graph.children(stand_in)}
+    assert held == {"_implementations": ("module", "defops.implementations"),
+                    "externals": ("externals", "")}  # (importlib, for any other name)

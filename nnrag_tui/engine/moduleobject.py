@@ -62,6 +62,9 @@ if TYPE_CHECKING:  # the app's tree view reads KIND without loading the resolver
 
 MODULE_OBJECT = "__nnrag_module__"  # the name the statement binds, renamed on output
 KIND = "module_object"  # its TopStmt.kind
+# the TopStmt.kind of the function standing in for ``importlib.import_module``, which returns
+# the module objects it holds (engine.computed_imports)
+IMPORT_TABLE_KIND = "import_table"
 OBJECT_SUFFIX = "#object"
 
 
@@ -188,12 +191,14 @@ def anchor_text(module: str, filename: str) -> str:
 
 def object_text(module: str, members: list[str],
                 unsure: set[str] | frozenset[str] = frozenset(),
-                anchor: str | None = None) -> str:
+                anchor: str | None = None, package: str | None = None) -> str:
     """The statement; a member of ``unsure`` is set only where this file has bound it. With
-    ``anchor`` (upstream's file name of the module), the object is the anchor of its files."""
+    ``anchor`` (upstream's file name of the module), the object is the anchor of its files;
+    with ``package``, that is its ``__package__``, as upstream's module has it."""
     # (no ``update`` where what reads it reads only what every module has: ``__name__``)
-    return (f'{MODULE_OBJECT} = types.ModuleType("{module}")\n' + update_text(members, unsure)
-            + (anchor_text(module, anchor) if anchor else ""))
+    return (f'{MODULE_OBJECT} = types.ModuleType("{module}")\n'
+            + (f'{MODULE_OBJECT}.__package__ = "{package}"\n' if package is not None else "")
+            + update_text(members, unsure) + (anchor_text(module, anchor) if anchor else ""))
 
 
 def update_text(members: list[str], unsure: set[str] | frozenset[str] = frozenset()) -> str:
@@ -211,13 +216,14 @@ def update_text(members: list[str], unsure: set[str] | frozenset[str] = frozense
 
 def object_source(module: str, members: list[str],
                   unsure: set[str] | frozenset[str] = frozenset(),
-                  anchor: str | None = None, late: list[str] | None = None) -> ModuleSource:
+                  anchor: str | None = None, late: list[str] | None = None,
+                  package: str | None = None) -> ModuleSource:
     """The statement as a module of its own: one top-level unit spanning all its lines; with
     ``late``, two: the object with the other members, then one that adds those."""
     from nnrag_tui.engine.modsource import ModuleSource, TopStmt
 
     early = [n for n in members if n not in (late or ())]
-    first = object_text(module, early, unsure, anchor)
+    first = object_text(module, early, unsure, anchor, package)
     ms = ModuleSource(first + update_text(late or [], unsure), f"<module object of {module}>")
     end = first.count("\n")
     ms.stmts = [TopStmt(0, 1, end, KIND, frozenset({MODULE_OBJECT}), ms.stmts[0].node),
@@ -253,10 +259,15 @@ class ModuleObject:
     # (resolve: split_half_run_objects)
     late: list[str] = field(default_factory=list)
     late_reader: str = ""  # that module
+    # its ``__package__``, where code reads a module's (engine.computed_imports)
+    package: str | None = None
+    # why it is the anchor of upstream's files: what its reader does with it
+    anchor_how: str = "reads its files through importlib.resources"
+    use: str = "uses as a value"  # what its first user does with upstream's module
 
     def source(self) -> ModuleSource:
         return object_source(self.module, sorted([n for n, _ in self.members] + self.held),
-                             self.unsure, self.anchor, sorted(self.late))
+                             self.unsure, self.anchor, sorted(self.late), self.package)
 
     def note(self, name: str) -> str:
         count = len(self.members) + len(self.held)
@@ -275,7 +286,7 @@ class ModuleObject:
                     "imported here, so calling that function needs no installed package")
         left = len(self.submodules - set(self.held))
         return (f"`{name}` is a module object standing in for {self.module}, which {self.user} "
-                f"uses as a value: it holds the {count} name{'s' if count != 1 else ''} that "
+                f"{self.use}: it holds the {count} name{'s' if count != 1 else ''} that "
                 "module binds, each inlined or imported here"
                 + (f" ({left} submodule{'s' if left != 1 else ''} left out)" if left else "")
                 + (self.late_note() if self.late else "")
@@ -291,9 +302,13 @@ class ModuleObject:
 
     def anchor_note(self) -> str:
         count = len(self.files)
+        if not count and self.anchor_how != ModuleObject.anchor_how:
+            return (f"; {self.reader} {self.anchor_how}, so it has a `__file__` and a spec in "
+                    f"the folder {self.module} beside this file, which holds none of the "
+                    "files upstream has beside the module")
         shown = ", ".join(rel.split("/", 1)[1] for _, rel in self.files[:MAX_SHOWN])
         more = f" and {count - MAX_SHOWN} more" if count > MAX_SHOWN else ""
-        return (f"; {self.reader} reads its files through importlib.resources, so it has a "
+        return (f"; {self.reader} {self.anchor_how}, so it has a "
                 f"spec that points at the folder {self.module} beside this file, where its "
                 f"{count} data file{'s' if count != 1 else ''} go"
                 + (f" ({shown}{more})" if count else "")

@@ -184,7 +184,7 @@ class OpRegistrations:
             self.b.notes.append(
                 f"the torch operator{'s' if many else ''} {_listed(ops)} "
                 f"{'are' if many else 'is'} defined upstream by {call}, a helper that also "
-                "imports modules of its package by a name it computes, which no file can "
+                "imports modules by a name it computes to its end, which no file can "
                 f"hold: that call is not inlined, so here {'they exist' if many else 'it exists'}"
                 " only once the call has run (the package installed and imported)")
         if parts:

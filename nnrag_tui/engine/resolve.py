@@ -37,6 +37,7 @@ from nnrag_tui.engine.closure import (
     ExternalImport,
     NodeId,
 )
+from nnrag_tui.engine.computed_imports import HeldModules, is_table_key
 from nnrag_tui.engine.config_keys import registers_own_name
 from nnrag_tui.engine.dynimport import (
     FolderImport,
@@ -516,6 +517,7 @@ class _ClosureBuilder:
         self.lazy_reads: dict[tuple[NodeId, int], BindKey] = {}
         self.effects = SideEffects(self)
         self.ops = OpRegistrations(self)
+        self.held = HeldModules(self)
 
     def release(self) -> None:
         """Drops the links from the builder to its rules (``SideEffects`` and
@@ -526,6 +528,7 @@ class _ClosureBuilder:
         self.effects.release()
         del self.effects
         del self.ops
+        del self.held
 
     # -- graph -----------------------------------------------------------------------------
     def ms(self, entry: ModuleEntry) -> ModuleSource:
@@ -773,21 +776,35 @@ class _ClosureBuilder:
             if not line or any(t.kind != "external" or t.name != wanted[n].identity
                                for n, t in obj.members if n in wanted):
                 continue  # (a member named ``os`` that is not os would be read instead)
-            node, entry = (ref[1], 0), self.entries[ref[1]]
-            for n, imp in wanted.items():
-                imp = self.add_external(imp)
-                self._bind(("ext", imp.identity))
-                self.refs[(node, n)] = ("ext", imp.identity)
-                self.deps.append(Dependency(node, n, "external", imp.text(), "import", 1.0,
-                                            True))
+            entry = self.entries[ref[1]]
             root = self.r.roots.get(entry.source)
             folder = os.path.dirname(entry.facts.relpath)
             files = self.r.module_files.tree(os.path.join(root, folder)) if root else []
-            obj.anchor = os.path.basename(entry.facts.relpath)
-            obj.reader = f"{self.entries[user[0]].module}:{line}"
-            obj.files = [(os.path.join(root, folder, f), f"{obj.module}/{f}") for f in files]
-            self.modules[ref[1]] = obj.source()
-            self.module_files += [f for f in obj.files if f not in self.module_files]
+            self.anchor_object(ref[1], f"{self.entries[user[0]].module}:{line}", files)
+
+    def anchor_object(self, key: tuple[str, str], reader: str, files: list[str],
+                      how: str | None = None) -> None:
+        """The module object ``key`` gets a ``__file__`` and a spec pointing at a folder
+        beside the file, named by its module, where ``files`` (paths from its module's folder
+        upstream) go; ``reader`` (``module:line``) reads them, as ``how`` says."""
+        obj, entry = self.objects[key], self.entries[key]
+        node = (key, 0)
+        wanted = {n: ExternalImport(t.rpartition(".")[0], n, None) if "." in t else
+                  ExternalImport(t, None, None) for n, t in ANCHOR_NAMES.items()}
+        for n, imp in wanted.items():
+            imp = self.add_external(imp)
+            self._bind(("ext", imp.identity))
+            self.refs[(node, n)] = ("ext", imp.identity)
+            self.deps.append(Dependency(node, n, "external", imp.text(), "import", 1.0, True))
+        root = self.r.roots.get(entry.source) or ""
+        folder = os.path.dirname(entry.facts.relpath)
+        obj.anchor = os.path.basename(entry.facts.relpath)
+        obj.reader = reader
+        if how is not None:
+            obj.anchor_how = how
+        obj.files = [(os.path.join(root, folder, f), f"{obj.module}/{f}") for f in files]
+        self.modules[key] = obj.source()
+        self.module_files += [f for f in obj.files if f not in self.module_files]
 
     def add_object_chains(self) -> bool:
         """brevitas' ``ops_ste.py`` has ``fn_prefix = brevitas`` (or ``torch``, on another
@@ -925,10 +942,11 @@ class _ClosureBuilder:
             if not (effects.add_registry_fillers() | effects.add_patches()
                     | effects.add_keyed_registrations() | self.add_object_chains()
                     | effects.add_config_registrations()
-                    | self.ops.add()):
+                    | self.ops.add() | self.held.add()):
                 break
         gone = self.bind_local_module_imports()
         self.add_resource_anchors()
+        self.held.add_module_dunders()
         self.split_half_run_objects()
         emptied = handed_lists(self)
         scopes = scope_registries(self)
@@ -1433,6 +1451,8 @@ class _ClosureBuilder:
     def visit(self, node: NodeId) -> None:
         if node[0] in self.objects:
             self.visit_module_object(node)
+            return
+        if is_table_key(node[0]):  # (its rule follows what it holds: engine.computed_imports)
             return
         entry = self.entries[node[0]]
         ms = self.modules[node[0]]

@@ -378,7 +378,10 @@ class _Walker:
                         self.ed.add(node, new, f"`{dotted}` -> `{new}` (inlined; set from "
                                                f"a {table.get_type()} body)")
                         return
-                    self.ed.add(node, new, f"`{dotted}` -> `{new}` (inlined)")
+                    self.ed.add(node, new, f"`{dotted}` -> `{new}` ("
+                                + ("the file's stand-in, which returns the modules it holds"
+                                   if dotted == "importlib.import_module" else "inlined")
+                                + ")")
                     return
         if isinstance(node, ast.Name):
             new = (self.early_renames if self.before_binding and node.id in self.early_renames

@@ -56,8 +56,9 @@ Or a helper of the repository defines operators in the namespace it is given
 (``namespace_parameter``): ``def register_halving(namespace): library =
 torch.library.Library(namespace, "FRAGMENT"); library.define("halve(Tensor x) -> Tensor")``,
 then ``_library = register_halving("ns")``, a statement of a module importing it, defines every
-operator of ``ns`` (``ns::*``). spikingjelly's ``_register_dispatch`` is such a helper, but it
-also imports its package's modules by a name it computes, which no file can hold: it is not
+operator of ``ns`` (``ns::*``). spikingjelly's ``_register_dispatch`` is such a helper, which
+also imports a module of its package by a name it computes: the file holds the modules that
+name may be (engine.computed_imports). A helper whose whole module name is computed is not
 taken, and the header names the call that defines its operators upstream
 (``namespace_helper_calls``).
 
@@ -75,7 +76,7 @@ from collections.abc import Mapping
 from typing import NamedTuple
 
 from nnrag_tui.engine import treewalk
-from nnrag_tui.engine.dynimport import computed_imports
+from nnrag_tui.engine.computed_imports import resolvable
 from nnrag_tui.engine.parse import dotted
 
 # torch.library's functions that define an operator, and those that register something for
@@ -337,9 +338,10 @@ def namespace_parameter(node: ast.stmt) -> NamespaceHelper | None:
     ``_dispatch = _register_dispatch("sj_lif", _cpu, _selection)``, and nothing names
     ``sj_lif::forward``. It defines one where it calls ``define``, ``custom_op`` or
     ``triton_op`` with a name starting with that parameter and ``::``, or ``define`` on a
-    ``Library`` it makes of it. None for any other function. A file cannot run one that
-    imports a module by a name it computes: spikingjelly's imports ``f"{cpu.__package__}.
-    autograd"``, a module of upstream's package that no file can hold, so its call would fail
+    ``Library`` it makes of it. None for any other function. A file can run one that imports a
+    module by a name it computes where the name's last part is spelled out: spikingjelly's
+    imports ``f"{cpu.__package__}.autograd"``, and the file holds the modules that may be
+    (engine.computed_imports). Not one whose whole module name is computed: its call would fail
     in the file all the same; it is not taken, and the header names its call
     (``namespace_helper_calls``)."""
     if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -364,7 +366,7 @@ def namespace_parameter(node: ast.stmt) -> NamespaceHelper | None:
                 found.add(param)
     for param in params:
         if param in found:
-            return NamespaceHelper(params.index(param), param, not computed_imports(node))
+            return NamespaceHelper(params.index(param), param, resolvable(node))
     return None
 
 

@@ -13,13 +13,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from nnrag_tui.engine.moduleobject import KIND
+from nnrag_tui.engine.moduleobject import IMPORT_TABLE_KIND, KIND
 
 if TYPE_CHECKING:
     from nnrag_tui.engine.closure import Closure, Dependency, NodeId
 
 STMT_KINDS = {"class": "class", "function": "function", "assign": "constant",
-              "compound": "statement", KIND: "module"}
+              "compound": "statement", KIND: "module", IMPORT_TABLE_KIND: "function"}
 
 
 @dataclass(frozen=True)
@@ -129,10 +129,13 @@ class DependencyGraph:
                 entry = c.entries[n[0]]
             except (KeyError, IndexError):
                 continue
-            if st.kind == KIND:  # not upstream text: shown as the file has it
+            if st.kind in (KIND, IMPORT_TABLE_KIND):  # not upstream text: as the file has it
                 from nnrag_tui.engine.generate import statement_text  # loaded on first use
 
-                where = where or f"made by nnrag: the module {entry.module}, used as a value"
+                where = where or (
+                    f"made by nnrag: the module {entry.module}, used as a value"
+                    if st.kind == KIND else "made by nnrag: `importlib.import_module`, "
+                    "returning the modules the file holds")
                 chunks.append((0, statement_text(c, n).rstrip("\n")))
                 continue
             if not chunks:
