@@ -40,7 +40,7 @@ from nnrag_tui.engine.moduleobject import (
     object_key,
 )
 from nnrag_tui.engine.nodecache import per_node
-from nnrag_tui.engine.parse import dotted
+from nnrag_tui.engine.parse import dotted, string_pieces
 
 if TYPE_CHECKING:
     from nnrag_tui.engine.modsource import ModuleSource
@@ -78,29 +78,6 @@ def _alternatives(node: ast.expr) -> list[str] | None:
     return None
 
 
-def _pieces(node: ast.expr) -> list[ast.expr] | None:
-    """The pieces of a name built by an f-string or a chain of ``+``, left to right; None
-    where ``node`` is neither, or formats a piece (``{x!r}``, ``{n:>3}``)."""
-    if isinstance(node, ast.JoinedStr):
-        out: list[ast.expr] = []
-        for v in node.values:
-            if isinstance(v, ast.FormattedValue):
-                if v.conversion != -1 or v.format_spec is not None:
-                    return None
-                out.append(v.value)
-            else:
-                out.append(v)
-        return out
-    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
-        left, right = _pieces(node.left), _pieces(node.right)
-        if left is None and isinstance(node.left, (ast.JoinedStr, ast.BinOp)) or \
-                right is None and isinstance(node.right, (ast.JoinedStr, ast.BinOp)):
-            return None
-        return [*(left if left is not None else [node.left]),
-                *(right if right is not None else [node.right])]
-    return None
-
-
 _MODULE_NAMES = ("__package__", "__name__")
 
 
@@ -125,7 +102,7 @@ def name_shape(node: ast.expr) -> NameShape | None:
     or ``__name__`` followed by parts spelled out (a literal, or the literals of a
     conditional): spikingjelly's ``f"{cpu.__package__}.{'autograd' if trainable else
     'validation'}"``; None for any other name (``f"{scope}.utils"``, ``f".{name}"``)."""
-    pieces = _pieces(node)
+    pieces = string_pieces(node)
     if not pieces or len(pieces) < 2:
         return None
     first = pieces[0]

@@ -184,6 +184,27 @@ def dotted(node: ast.AST) -> str | None:
     return None
 
 
+def string_pieces(node: ast.expr) -> list[ast.expr] | None:
+    """The pieces a string is built of by f-strings and chains of ``+``, left to right
+    (``f"{P}::{op}"`` and ``P + "::" + op`` alike: ``P``, ``"::"``, ``op``); None where a
+    piece is formatted (``{x!r}``, ``{n:>3}``)."""
+    pieces: list[ast.expr] = []
+    todo = [node]
+    while todo:
+        part = todo.pop()
+        if isinstance(part, ast.BinOp) and isinstance(part.op, ast.Add):
+            todo += [part.right, part.left]
+        elif isinstance(part, ast.JoinedStr):
+            todo += reversed(part.values)
+        elif isinstance(part, ast.FormattedValue):
+            if part.conversion != -1 or part.format_spec is not None:
+                return None
+            todo.append(part.value)
+        else:
+            pieces.append(part)
+    return pieces
+
+
 # jaxtyping's array types: the strings in ``Float[Tensor, "batch #variate seq"]`` are shapes,
 # not forward references, though pyflakes reads ``batch`` in that one as a name
 JAXTYPING_TYPES = frozenset({

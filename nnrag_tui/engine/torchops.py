@@ -77,7 +77,7 @@ from typing import NamedTuple
 
 from nnrag_tui.engine import treewalk
 from nnrag_tui.engine.computed_imports import resolvable
-from nnrag_tui.engine.parse import dotted
+from nnrag_tui.engine.parse import dotted, string_pieces
 
 # torch.library's functions that define an operator, and those that register something for
 # one already defined (torch raises "operator ... does not exist" before its definition), with
@@ -404,21 +404,8 @@ def namespace_helper_calls(body: list[ast.stmt], helpers: Mapping[str, Namespace
 
 def _leading_name(node: ast.expr) -> str | None:
     """``P`` where a string is built as ``f"{P}::..."`` or ``P + "::..."``."""
-    pieces: list[ast.expr] = []
-    todo = [node]
-    while todo:  # (the parts of a chain of ``+`` and of f-strings, left to right)
-        part = todo.pop()
-        if isinstance(part, ast.BinOp) and isinstance(part.op, ast.Add):
-            todo += [part.right, part.left]
-        elif isinstance(part, ast.JoinedStr):
-            todo += reversed(part.values)
-        elif isinstance(part, ast.FormattedValue):
-            if part.conversion != -1 or part.format_spec is not None:
-                return None
-            todo.append(part.value)
-        else:
-            pieces.append(part)
-    if len(pieces) >= 2 and isinstance(pieces[0], ast.Name) and \
+    pieces = string_pieces(node)
+    if pieces is not None and len(pieces) >= 2 and isinstance(pieces[0], ast.Name) and \
             isinstance(pieces[1], ast.Constant) and str(pieces[1].value).startswith("::"):
         return pieces[0].id
     return None
