@@ -74,6 +74,26 @@ def test_a_function_can_run_where_each_computed_import_has_a_shape():
     assert resolvable(ast.parse("def f():\n    return importlib.import_module('a.b')\n").body[0])
 
 
+def test_a_function_importing_a_shaped_name_only_to_run_the_module_cannot_run():
+    # the table answers only imports whose module is read; one run for what the module
+    # registers would import upstream's module, which is not installed
+    alone = ast.parse("def f(cpu):\n    importlib.import_module("
+                      "f'{cpu.__package__}.autograd')\n").body[0]
+    assert computed_module_imports(alone) == ()
+    assert not resolvable(alone)
+
+
+def test_a_function_s_decorators_and_defaults_are_outside_it_and_nested_calls_count_once():
+    stmt = ast.parse(
+        "@hook(importlib.import_module(f'{__package__}.a'))\n"
+        "def f(m=importlib.import_module(f'{__package__}.b')):\n"
+        "    def g(cpu):\n"
+        "        return importlib.import_module(f'{cpu.__package__}.c')\n"
+        "    return g\n").body[0]
+    found = [(shape.tails, line) for _, shape, line in computed_module_imports(stmt)]
+    assert found == [((".c",), 4)]
+
+
 def test_reads_of_a_module_s_package_or_file_from_a_parameter():
     stmt = ast.parse(
         "def f(namespace, cpu, selection):\n"

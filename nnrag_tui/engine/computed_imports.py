@@ -135,36 +135,57 @@ def _importer_call(node: ast.AST) -> str | None:
     return name if name in ("importlib.import_module", "import_module") else None
 
 
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
+
+
+def _importer_calls(stmt: ast.AST) -> tuple[tuple[str, ast.Call, bool], ...]:
+    """(how the call names the importer, the call, whether its module is read) for each call
+    of ``importlib.import_module`` with a computed name inside a function or lambda of
+    ``stmt``, in the order of the text; one walk, a nested function's calls once. A call
+    that is a statement of its own imports for what the module does as it runs (mmengine's
+    ``import_module(f"{scope}.registry")``), its module left unread: the registries'
+    business (engine.registry)."""
+    out = []
+    alone: set[int] = set()
+    todo: list[tuple[ast.AST, bool]] = [(stmt, False)]
+    while todo:
+        node, inside = todo.pop()
+        if isinstance(node, ast.Expr):
+            alone.add(id(node.value))
+        elif inside:
+            how = _importer_call(node)
+            if how:
+                out.append((how, node, id(node) not in alone))
+        if isinstance(node, _SCOPES):  # (its decorators and defaults run outside it)
+            body = {id(b) for b in (node.body if isinstance(node.body, list) else [node.body])}
+            todo += [(c, inside or id(c) in body) for c in treewalk.children(node)]
+        else:
+            todo += [(c, inside) for c in treewalk.children(node)]
+    out.sort(key=lambda c: (c[1].lineno, c[1].col_offset))
+    return tuple(out)
+
+
 @per_node
 def computed_module_imports(stmt: ast.AST) -> tuple[tuple[str, NameShape, int], ...]:
     """(how the call names the importer, how the name is built, its line) for each call of
     ``importlib.import_module`` inside a function or lambda of ``stmt`` with a name built from
-    a module's own (``name_shape``), whose module it reads
-    (not a statement of its own: mmengine's ``import_module(f"{scope}.registry")`` imports
-    for the registrations it runs)."""
+    a module's own (``name_shape``), whose module it reads (``_importer_calls``): the calls
+    the table answers."""
     out = []
-    for scope in treewalk.walk(stmt):
-        if not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-            continue
-        body = scope.body if isinstance(scope.body, list) else [scope.body]
-        for part in body:
-            # (an import for what it does as it runs, its module left unread, is the
-            # registries' business: engine.registry)
-            alone = {id(n.value) for n in treewalk.walk(part) if isinstance(n, ast.Expr)}
-            for node in treewalk.walk(part):
-                how = _importer_call(node) if id(node) not in alone else None
-                shape = name_shape(node.args[0]) if how else None
-                if shape is not None:
-                    out.append((how, shape, node.lineno))
+    for how, call, read in _importer_calls(stmt):
+        shape = name_shape(call.args[0]) if read else None
+        if shape is not None:
+            out.append((how, shape, call.lineno))
     return tuple(dict.fromkeys(out))
 
 
 def resolvable(func: ast.AST) -> bool:
-    """Whether every call of ``importlib.import_module`` with a computed name in ``func``
-    builds it from a module's own (``name_shape``), so that the modules it may import can be
-    held."""
-    calls = [n for n in treewalk.walk(func) if _importer_call(n)]
-    return all(name_shape(c.args[0]) is not None for c in calls)  # type: ignore[attr-defined]
+    """Whether the table answers every call of ``importlib.import_module`` with a computed
+    name in ``func`` (``computed_module_imports``), so that the modules they import can be
+    held: one whose name is computed otherwise, or whose module is left unread, would need
+    the package installed."""
+    return all(read and name_shape(call.args[0]) is not None
+               for _, call, read in _importer_calls(func))
 
 
 def _own_nodes(st: ast.stmt):
