@@ -421,15 +421,17 @@ MUST = {
         'def register_halving(namespace):',
         '    _library = register_halving("nnrag_golden_deferred")\n'
         '    _halve = torch.ops.nnrag_golden_deferred.halve.default\n'],
-    # ... also where no statement names the namespace (built in a loop): the file imports,
-    # and the header says so; where the helper imports a module of its package by a name it
+    # ... also where the namespace is built in a loop over a literal (spikingjelly's
+    # ``_ops/tempotron``): the loop comes whole, its guard kept; where the helper imports a
+    # module of its package by a name it
     # computes (spikingjelly's own), the file holds that module as a module object and the
     # call goes through the file's stand-in for ``importlib.import_module``; the module it is
     # given has the ``__package__`` and ``__file__`` it reads, with the file beside it
     ("torch_ops_deferred", "HalvesOnRequest"): [
+        '    for _kind, _order in (("looped", 1), ("looped_again", 2)):\n'
+        '        _namespace = f"nnrag_golden_{_kind}"\n'
+        '        _libraries.append(register_halving(_namespace))\n\n'
         '    _halve_looped = torch.ops.nnrag_golden_looped.halve.default\n',
-        "the torch operator nnrag_golden_looped::halve (defops/loop_kernels.py:12) is defined "
-        "by no statement that names it",
         '    _library = register_from_package("nnrag_golden_package", _implementations)\n'
         '    _halve_package = torch.ops.nnrag_golden_package.halve.default\n',
         '    implementations = _import_module(f"{module.__package__}.implementations")\n',
@@ -786,7 +788,9 @@ MUST_NOT = {
     ("torch_ops_guarded", "Net"): ["unused", "import kernels", "defined by no statement",
                                    "_get_raw_stream", "_shift_cuda", "register_autocast"],
     ("torch_ops_deferred", "Halves"): ["defined by no statement", "\n_halve = "],
-    ("torch_ops_deferred", "HalvesOnRequest"): ["\n_halve_looped = ", "register_halving",
+    ("torch_ops_deferred", "HalvesOnRequest"): ["\n_halve_looped = ",
+                                                "nnrag_golden_looped::halve (defops/loop_"
+                                                "kernels.py:13) is defined by no statement",
                                                 "nnrag_golden_package::halve (defops/package_"
                                                 "kernels.py:10) is defined by no statement",
                                                 "def register_from_module",
@@ -1282,6 +1286,27 @@ def test_a_helper_importing_its_package_s_module_by_computed_name_defines_its_op
     run = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True,
                          timeout=300, check=False)
     assert "divisor.txt" in run.stderr and "FileNotFoundError" in run.stderr
+
+
+def test_operators_of_namespaces_a_loop_over_a_literal_builds_are_defined(extracted,
+                                                                          tmp_path):
+    """spikingjelly's ``_ops/tempotron`` defines its operators in a ``for`` over a literal,
+    each pass calling ``_register_dispatch`` with a namespace built from the loop's
+    variable. In a fresh process, the file defines each namespace's operator as upstream's
+    loop does, and computes with the one the block reads."""
+    res, _, _ = extracted("torch_ops_deferred", "HalvesOnRequest")
+    assert res.ok, res.error
+    (tmp_path / "HalvesOnRequest.py").write_text(res.generated.code)
+    write_module_files(tmp_path, res.generated.files(), [])
+    code = (f"import sys; sys.path.insert(0, {str(tmp_path)!r})\nimport torch\n"
+            "import HalvesOnRequest as M\n"
+            "x = torch.arange(6.0)\n"
+            "assert torch.equal(M.HalvesOnRequest().halved(x), x / 2)\n"
+            "assert torch.equal(torch.ops.nnrag_golden_looped_again.halve(x), x / 2)\n"
+            "print('ok')\n")
+    run = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True,
+                         timeout=300, check=False)
+    assert run.stdout.strip() == "ok", run.stderr
 
 
 def test_an_operator_the_block_reads_is_registered_in_a_fresh_process(extracted, tmp_path):

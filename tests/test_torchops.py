@@ -308,3 +308,40 @@ def test_a_helper_that_defines_operators_in_the_namespace_it_is_given():
         (1, "sj_lif", "_register_dispatch"), (2, "sj_plif", "_register_dispatch"),
         (3, "sj_if", "ops.make")]
     assert namespace_helper_calls(body, {}) == []
+
+
+def test_a_loop_over_a_literal_defines_each_namespace_its_passes_build():
+    # spikingjelly's ``_ops/tempotron/__init__.py``: each pass builds a namespace from the
+    # loop's variable and passes it to the helper, inside another call
+    helpers = {"_register_dispatch": NamespaceHelper(0, "namespace", True)}
+    body = ast.parse(
+        "_dispatches = []\n"
+        'for _operation, _environment in (("roots", "SJ_R"), ("states", "SJ_S")):\n'
+        '    _namespace = f"sj_tempotron_{_operation}"\n'
+        "    _dispatches.append(_register_dispatch(_namespace, _cpu, _selection))\n"
+        # a pass's name is what it was bound to last, before the call
+        'for _kind in ("a", "b"):\n'
+        '    _ns = "first"\n'
+        '    _ns = f"x_{_kind}"\n'
+        "    _register_dispatch(_ns, _cpu, _s)\n"
+        '    _ns = "after"\n'
+        # a part of the target that is no string, a name the loop binds otherwise, a loop
+        # over what is no literal, a lambda's call that runs later: nothing is told
+        'for _kind, _n in ((1, "b"),):\n    _register_dispatch(_kind, _cpu, _s)\n'
+        'for _kind in ("c",):\n    _ns = "c0"\n    for _ns in make():\n'
+        '        _register_dispatch(_ns, _cpu, _s)\n'
+        "for _kind in NAMES:\n    _register_dispatch(f'y_{_kind}', _cpu, _s)\n"
+        'for _kind in ("d",):\n    hooks.append(lambda: _register_dispatch(_kind, _cpu, _s))\n'
+    ).body
+    assert module_registrations(body, helpers) == [
+        {}, {"sj_tempotron_roots::*": True, "sj_tempotron_states::*": True},
+        {"x_a::*": True, "x_b::*": True}, {}, {}, {}, {}]
+    assert namespace_helper_calls(body, helpers) == [
+        (1, "sj_tempotron_roots", "_register_dispatch"),
+        (1, "sj_tempotron_states", "_register_dispatch"),
+        (2, "x_a", "_register_dispatch"), (2, "x_b", "_register_dispatch")]
+    # torch.library's own functions, by a name a literal loop builds
+    assert module_registrations(ast.parse(
+        'for _op in ("halve", "double"):\n'
+        '    torch.library.define(f"ns::{_op}", "(Tensor x) -> Tensor")\n').body) == [
+        {"ns::halve": True, "ns::double": True}]

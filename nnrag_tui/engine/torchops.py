@@ -56,9 +56,13 @@ Or a helper of the repository defines operators in the namespace it is given
 (``namespace_parameter``): ``def register_halving(namespace): library =
 torch.library.Library(namespace, "FRAGMENT"); library.define("halve(Tensor x) -> Tensor")``,
 then ``_library = register_halving("ns")``, a statement of a module importing it, defines every
-operator of ``ns`` (``ns::*``). spikingjelly's ``_register_dispatch`` is such a helper, which
-also imports a module of its package by a name it computes: the file holds the modules that
-name may be (engine.computed_imports). A helper whose whole module name is computed is not
+operator of ``ns`` (``ns::*``), also where that call is an argument of another
+(``_dispatches.append(_register_dispatch(...))``). A module-level ``for`` over a literal gives its
+statements the strings each pass binds (``_run_statement_constants``): spikingjelly's
+``_ops/tempotron`` builds ``_namespace = f"sj_tempotron_{_operation}"`` for each of three
+operations, and its loop defines each namespace. spikingjelly's ``_register_dispatch`` is such a
+helper, which also imports a module of its package by a name it computes: the file holds the
+modules that name may be (engine.computed_imports). A helper whose whole module name is computed is not
 taken, and the header names the call that defines its operators upstream
 (``namespace_helper_calls``).
 
@@ -252,13 +256,15 @@ def registered_ops(node: ast.stmt, consts: Mapping[str, str] | None = None,
     (``namespace_parameter``), whose call defines every operator of that namespace."""
     calls = [c for c in _run_calls(node) if isinstance(c, ast.Call)]
     out: dict[str, bool] = {}
-    for call in calls:
-        name = dotted(call.func)
-        helper = (helpers or {}).get(name or "")
-        if helper is not None:
-            ns = _namespace_given(call, helper, consts or {})
+    if helpers:
+        for call in _helper_calls(node):
+            helper = helpers.get(dotted(call.func) or "")
+            ns = _namespace_given(call, helper, consts or {}) if helper is not None else None
             if ns is not None:
                 out[f"{ns}::*"] = True
+    for call in calls:
+        name = dotted(call.func)
+        if (helpers or {}).get(name or "") is not None:
             continue
         last = name.rsplit(".", 1)[-1] if name else ""
         last = (aliases or {}).get(name or "", last)
@@ -296,18 +302,18 @@ def module_registrations(body: list[ast.stmt],
         if not isinstance(top, _RUNS_BODIES):
             for name in _top_level_binds(top):
                 aliases.pop(name, None)
-        for st in _run_statements(top):
+        for st, seen in _run_statement_constants(top, consts):
             alias = registering_alias(st)
             if alias is not None:
                 aliases[alias[0]] = alias[1]
-            own = registered_ops(st, consts, aliases, helpers)
+            own = registered_ops(st, seen, aliases, helpers)
             for name in _method_owners(st):
                 if name in defined:
                     own.setdefault(defined[name], False)
-            for op, defines in _library_ops(st, libraries, consts).items():
+            for op, defines in _library_ops(st, libraries, seen).items():
                 own[op] = own.get(op, False) or defines
             made = [op for op, defines in own.items() if defines and not op.endswith("::*")]
-            namespace = _library_made(st, consts)
+            namespace = _library_made(st, seen)
             for name in _top_level_binds(st):
                 defined.pop(name, None)
                 libraries.pop(name, None)
@@ -392,12 +398,12 @@ def namespace_helper_calls(body: list[ast.stmt], helpers: Mapping[str, Namespace
     consts = string_constants(body)
     out = []
     for i, top in enumerate(body):
-        for st in _run_statements(top):
-            for call in _run_calls(st):
-                name = dotted(call.func) if isinstance(call, ast.Call) else None
+        for st, seen in _run_statement_constants(top, consts):
+            for call in _helper_calls(st):
+                name = dotted(call.func)
                 if name in helpers:
-                    ns = _namespace_given(call, helpers[name], consts)
-                    if ns is not None:
+                    ns = _namespace_given(call, helpers[name], seen)
+                    if ns is not None and (i, ns, name) not in out:
                         out.append((i, ns, name))
     return out
 
@@ -504,6 +510,86 @@ def _library_ops(node: ast.stmt, libraries: Mapping[str, str], consts: Mapping[s
                 continue
             op = f"{namespace}::{m.group(1)}"
         out[op] = out.get(op, False) or defines
+    return out
+
+
+def _helper_calls(node: ast.stmt) -> list[ast.Call]:
+    """The calls a top-level statement makes as it runs (``_run_calls``) and the calls in
+    their arguments, which run first: spikingjelly's ``_dispatches.append(
+    _register_dispatch(_namespace, _cpu, _selection))`` calls the helper that defines the
+    operators. Not what a lambda among them holds, which runs when called."""
+    out: list[ast.Call] = []
+    todo = [c for c in _run_calls(node) if isinstance(c, ast.Call)]
+    while todo:
+        call = todo.pop(0)
+        out.append(call)
+        for arg in [*call.args, *(k.value for k in call.keywords)]:
+            stack: list[ast.AST] = [arg]
+            while stack:
+                sub = stack.pop()
+                if isinstance(sub, ast.Call):
+                    todo.append(sub)
+                elif not isinstance(sub, ast.Lambda):
+                    stack.extend(treewalk.children(sub))
+    return out
+
+
+def _loop_passes(node: ast.For, consts: Mapping[str, str]) -> list[dict[str, str]] | None:
+    """The string constants each pass of a module-level ``for`` over a literal starts with:
+    the module's, and the strings its target takes. spikingjelly's ``for _operation,
+    _environment in (("roots", "SJ_..."), ("states", ...), ...)`` gives ``_operation`` "roots",
+    then "states". None for a loop over anything else. A part of the target bound to what is
+    no string is no constant in that pass."""
+    if not isinstance(node.iter, (ast.Tuple, ast.List)) or not node.iter.elts:
+        return None
+    target = node.target
+    names = [target] if isinstance(target, ast.Name) else list(target.elts) \
+        if isinstance(target, (ast.Tuple, ast.List)) else []
+    if not names or not all(isinstance(n, ast.Name) for n in names):
+        return None
+    passes = []
+    for item in node.iter.elts:
+        values = [item] if isinstance(target, ast.Name) else list(item.elts) \
+            if isinstance(item, (ast.Tuple, ast.List)) else None
+        if values is None or len(values) != len(names) or \
+                any(isinstance(v, ast.Starred) for v in values):
+            return None
+        seen = dict(consts)
+        for name, value in zip(names, values):
+            text = _text(value, {})
+            if text is None:
+                seen.pop(name.id, None)  # type: ignore[attr-defined]
+            else:
+                seen[name.id] = text  # type: ignore[attr-defined]
+        passes.append(seen)
+    return passes
+
+
+def _run_statement_constants(top: ast.stmt, consts: Mapping[str, str]
+                             ) -> list[tuple[ast.stmt, Mapping[str, str]]]:
+    """``_run_statements`` of a top-level statement, each with the string constants it sees:
+    the module's (``consts``); in a module-level ``for`` over a literal, once per pass, with
+    the strings the pass binds and those its statements bind to strings built from them
+    before it (spikingjelly's ``_namespace = f"sj_tempotron_{_operation}"``, then
+    ``_register_dispatch(_namespace, ...)``)."""
+    passes = _loop_passes(top, consts) if isinstance(top, ast.For) else None
+    if passes is None:
+        return [(st, consts) for st in _run_statements(top)]
+    out: list[tuple[ast.stmt, Mapping[str, str]]] = []
+    for seen in passes:
+        for st in top.body:  # type: ignore[attr-defined]
+            seen = dict(seen)
+            if isinstance(st, _RUNS_BODIES):  # (what it binds may be bound before it runs)
+                for name in _top_level_binds(st):
+                    seen.pop(name, None)
+            out += [(sub, seen) for sub in _run_statements(st)]
+            text = _text(st.value, seen) if isinstance(st, ast.Assign) and \
+                len(st.targets) == 1 and isinstance(st.targets[0], ast.Name) else None
+            for name in _top_level_binds(st):
+                seen.pop(name, None)
+            if text is not None:
+                seen[st.targets[0].id] = text  # type: ignore[attr-defined]
+    out += [(sub, consts) for st in top.orelse for sub in _run_statements(st)]  # type: ignore[attr-defined]
     return out
 
 
