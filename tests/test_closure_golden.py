@@ -254,9 +254,14 @@ MUST = {
     ("local_module_import", "Net"): ['aggr = types.ModuleType("lmi.aggr")',
                                      "O.__dict__.update(\n    double=double,\n)",
                                      "        from lmi import late\n",
-                                     # read only for its ``__name__``: an object holding none
-                                     'named = types.ModuleType("lmi.named")\n\n\n',
-                                     "it holds none of the names that module binds"],
+                                     # read only for its ``__name__``: an object holding none,
+                                     # named as the file, where the module's classes are
+                                     # (spikingjelly's ``_surrogate_spec``)
+                                     'named = types.ModuleType("lmi.named")\n'
+                                     "named.__name__ = __name__\n\n\n",
+                                     "it holds none of the names that module binds",
+                                     "its `__name__` is this file's, since lmi.net:27 compares "
+                                     "a class's `__module__` with it"],
     # timm's ``_model_entrypoints``: too many such modules fill it to inline them; said
     ("package_registry", "Teacher"): ["is filled upstream also by 5 modules that importing "
                                       "pkgreg.teacher runs"],
@@ -1307,6 +1312,15 @@ def test_operators_of_namespaces_a_loop_over_a_literal_builds_are_defined(extrac
     run = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True,
                          timeout=300, check=False)
     assert run.stdout.strip() == "ok", run.stderr
+
+
+def test_a_module_s_classes_are_told_by_the_name_of_its_module_object(extracted, tmp_path):
+    """spikingjelly's ``_surrogate_spec`` tests ``type(function).__module__ !=
+    surrogate_module.__name__``; the module's classes are the file's here, so the module
+    object has the file's name and the test holds where upstream's does."""
+    run_net_in_fresh_process(extracted, tmp_path, "local_module_import", (
+        "assert net.is_own(net.make_own())\n"
+        "assert not net.is_own(net.fc)\n"))
 
 
 def test_an_operator_the_block_reads_is_registered_in_a_fresh_process(extracted, tmp_path):

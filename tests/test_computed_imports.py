@@ -9,6 +9,7 @@ import ast
 from nnrag_tui.engine.computed_imports import (
     NameShape,
     computed_module_imports,
+    module_name_compares,
     name_shape,
     parameter_dunders,
     resolvable,
@@ -122,3 +123,18 @@ def test_the_table_returns_what_it_holds_and_imports_the_rest():
     assert load("sj.a") is ns["A"] and load("sj.b") is ns["B"]
     assert load("json").__name__ == "json"
     assert load(".decoder", "json").__name__ == "json.decoder"
+
+
+def test_comparisons_of_a_class_s_module_with_a_module_s_name():
+    stmt = ast.parse(
+        "def spec(function, other):\n"
+        "    from pkg import surrogate as surrogate_module\n"
+        "    if type(function).__module__ != surrogate_module.__name__:\n"
+        "        return None\n"
+        "    same = other.__name__ is function.__class__.__module__\n"
+        # not a test of equality; not a module's name; a name read otherwise
+        "    a = type(function).__module__ in other.__name__\n"
+        "    b = type(function).__module__ == 'pkg.surrogate'\n"
+        "    c = type(function).__name__ == other.__name__\n"
+        "    return surrogate_module.__name__\n").body[0]
+    assert module_name_compares(stmt) == (("surrogate_module", 3), ("other", 5))

@@ -224,6 +224,31 @@ def parameter_dunders(stmt: ast.AST) -> tuple[tuple[str, int, frozenset[str]], .
     return tuple(dict.fromkeys(out))
 
 
+_EQUALITY = (ast.Eq, ast.NotEq, ast.Is, ast.IsNot)
+
+
+@per_node
+def module_name_compares(stmt: ast.AST) -> tuple[tuple[str, int], ...]:
+    """(``NAME``, line) for each comparison in ``stmt`` of something's ``__module__`` with
+    ``NAME.__name__``: spikingjelly's ``_surrogate_spec`` tests ``type(function).__module__
+    != surrogate_module.__name__``, ``surrogate_module`` the module it imports inside the
+    function, to tell that module's classes from others."""
+    out = []
+    for node in treewalk.walk(stmt):
+        if not isinstance(node, ast.Compare):
+            continue
+        sides = [node.left, *node.comparators]
+        for op, a, b in zip(node.ops, sides, sides[1:]):
+            if not isinstance(op, _EQUALITY):
+                continue
+            for one, other in ((a, b), (b, a)):
+                if isinstance(one, ast.Attribute) and one.attr == "__module__" and \
+                        isinstance(other, ast.Attribute) and other.attr == "__name__" and \
+                        isinstance(other.value, ast.Name):
+                    out.append((other.value.id, node.lineno))
+    return tuple(dict.fromkeys(out))
+
+
 def table_text(held: list[str]) -> str:
     """The function standing in for ``importlib.import_module``: ``held`` are upstream's
     names of the modules it holds, the i-th as ``held_name(i)``."""
@@ -314,9 +339,12 @@ class HeldModules:
         module, where the files beside upstream's module that the reading statement names
         go (``Path(cpu.__file__).with_name("reference.py")``: ``reference.py``). A plain
         module object has neither: ``cpu.__package__`` was None, and the name
-        ``_register_dispatch`` builds from it imported a module "None"."""
+        ``_register_dispatch`` builds from it imported a module "None". Where one compares a
+        class's ``__module__`` with a module object's ``__name__`` (``module_name_compares``),
+        that is the file's ``__name__``, as that module's classes are defined here."""
         if not self.b.objects:
             return
+        self._name_objects_as_file()
         reads: list[tuple[str, str, frozenset[str]]] = []  # (dunder, module:line, literals)
         for node in self.b.order:
             if node[0][1].endswith(OBJECT_SUFFIX):
@@ -351,6 +379,27 @@ class HeldModules:
                             and os.path.isfile(os.path.join(folder, w))})
             self.b.anchor_object(key, files[0][0], named, "reads `__file__` of a module it "
                                  "is given, and files beside it")
+
+    def _name_objects_as_file(self) -> None:
+        """Each module object whose ``__name__`` a statement of the closure compares with a
+        class's ``__module__`` gets the file's ``__name__``: the classes of upstream's module
+        are the file's here, so their ``__module__`` is the file's name. With upstream's
+        name, spikingjelly's ``_surrogate_spec`` took no surrogate for its own, and its
+        neurons took the slower path, whose gradients differ in the last bits."""
+        for node in self.b.order:
+            if node[0][1].endswith(OBJECT_SUFFIX):
+                continue
+            ms = self.b.modules[node[0]]
+            st = ms.stmts[node[1]]
+            if st.kind not in ("function", "class", "compound") or \
+                    "__module__" not in ms.stmt_text(st):
+                continue
+            for name, line in module_name_compares(st.node):
+                key = self.b.module_object_of(node, name)
+                obj = self.b.objects.get(key) if key is not None else None
+                if obj is not None and not obj.named_as_file:
+                    obj.named_as_file = f"{self.b.entries[node[0]].module}:{line}"
+                    self.b.modules[key] = obj.source()
 
     def _hold(self, source: str, module: str, user: str) -> None:
         """``module`` (of ``source``) as a module object, and the table holding it too."""

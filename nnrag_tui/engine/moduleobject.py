@@ -191,13 +191,16 @@ def anchor_text(module: str, filename: str) -> str:
 
 def object_text(module: str, members: list[str],
                 unsure: set[str] | frozenset[str] = frozenset(),
-                anchor: str | None = None, package: str | None = None) -> str:
+                anchor: str | None = None, package: str | None = None,
+                named_as_file: bool = False) -> str:
     """The statement; a member of ``unsure`` is set only where this file has bound it. With
     ``anchor`` (upstream's file name of the module), the object is the anchor of its files;
-    with ``package``, that is its ``__package__``, as upstream's module has it."""
+    with ``package``, that is its ``__package__``, as upstream's module has it; with
+    ``named_as_file``, its ``__name__`` is the file's, where its classes are defined."""
     # (no ``update`` where what reads it reads only what every module has: ``__name__``)
     return (f'{MODULE_OBJECT} = types.ModuleType("{module}")\n'
             + (f'{MODULE_OBJECT}.__package__ = "{package}"\n' if package is not None else "")
+            + (f"{MODULE_OBJECT}.__name__ = __name__\n" if named_as_file else "")
             + update_text(members, unsure) + (anchor_text(module, anchor) if anchor else ""))
 
 
@@ -217,13 +220,13 @@ def update_text(members: list[str], unsure: set[str] | frozenset[str] = frozense
 def object_source(module: str, members: list[str],
                   unsure: set[str] | frozenset[str] = frozenset(),
                   anchor: str | None = None, late: list[str] | None = None,
-                  package: str | None = None) -> ModuleSource:
+                  package: str | None = None, named_as_file: bool = False) -> ModuleSource:
     """The statement as a module of its own: one top-level unit spanning all its lines; with
     ``late``, two: the object with the other members, then one that adds those."""
     from nnrag_tui.engine.modsource import ModuleSource, TopStmt
 
     early = [n for n in members if n not in (late or ())]
-    first = object_text(module, early, unsure, anchor, package)
+    first = object_text(module, early, unsure, anchor, package, named_as_file)
     ms = ModuleSource(first + update_text(late or [], unsure), f"<module object of {module}>")
     end = first.count("\n")
     ms.stmts = [TopStmt(0, 1, end, KIND, frozenset({MODULE_OBJECT}), ms.stmts[0].node),
@@ -264,10 +267,20 @@ class ModuleObject:
     # why it is the anchor of upstream's files: what its reader does with it
     anchor_how: str = "reads its files through importlib.resources"
     use: str = "uses as a value"  # what its first user does with upstream's module
+    # where its ``__name__`` is compared with a class's ``__module__`` (``module:line``): it
+    # is the file's (engine.computed_imports)
+    named_as_file: str = ""
 
     def source(self) -> ModuleSource:
         return object_source(self.module, sorted([n for n, _ in self.members] + self.held),
-                             self.unsure, self.anchor, sorted(self.late), self.package)
+                             self.unsure, self.anchor, sorted(self.late), self.package,
+                             bool(self.named_as_file))
+
+    def name_note(self) -> str:
+        if not self.named_as_file:
+            return ""
+        return (f"; its `__name__` is this file's, since {self.named_as_file} compares a "
+                "class's `__module__` with it and that module's classes are defined here")
 
     def note(self, name: str) -> str:
         count = len(self.members) + len(self.held)
@@ -280,17 +293,18 @@ class ModuleObject:
                         f"{self.user} imports inside a function: it holds none of the names "
                         "that module binds, since the function reads none of them from it "
                         "(only what every module has, such as `__name__`), so calling that "
-                        "function needs no installed package")
+                        "function needs no installed package" + self.name_note())
             return (f"`{name}` is a module object standing in for {self.module}, which "
                     f"{self.user} imports inside a function: it holds {what}, inlined or "
-                    "imported here, so calling that function needs no installed package")
+                    "imported here, so calling that function needs no installed package"
+                    + self.name_note())
         left = len(self.submodules - set(self.held))
         return (f"`{name}` is a module object standing in for {self.module}, which {self.user} "
                 f"{self.use}: it holds the {count} name{'s' if count != 1 else ''} that "
                 "module binds, each inlined or imported here"
                 + (f" ({left} submodule{'s' if left != 1 else ''} left out)" if left else "")
                 + (self.late_note() if self.late else "")
-                + (self.anchor_note() if self.anchor else ""))
+                + (self.anchor_note() if self.anchor else "") + self.name_note())
 
     def late_note(self) -> str:
         count = len(self.late)

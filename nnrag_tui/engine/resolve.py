@@ -572,6 +572,15 @@ class _ClosureBuilder:
             self.hold_submodules_of(key, only, user)
         return self._add((key, 0))
 
+    def module_object_of(self, node: NodeId, name: str) -> tuple[str, str] | None:
+        """The module object that ``name`` is where statement ``node`` reads it (bound at
+        module level, or by an import inside its function), if any."""
+        found = [self.refs.get((node, name))] + [
+            key for (n, _, bound), key in self.guarded.items() if n == node and bound == name]
+        keys = {k[1] for k in found if k is not None and k[0] == "def" and
+                k[2] == MODULE_OBJECT and k[1] in self.objects}
+        return keys.pop() if len(keys) == 1 else None
+
     def _object_members(self, mentry: ModuleEntry, only: frozenset[str] | None
                         ) -> tuple[list[tuple[str, Target]], set[str], frozenset[str]]:
         """(members, those bound on some paths only, submodules) of a module object for
