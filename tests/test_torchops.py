@@ -319,11 +319,13 @@ def test_a_loop_over_a_literal_defines_each_namespace_its_passes_build():
         'for _operation, _environment in (("roots", "SJ_R"), ("states", "SJ_S")):\n'
         '    _namespace = f"sj_tempotron_{_operation}"\n'
         "    _dispatches.append(_register_dispatch(_namespace, _cpu, _selection))\n"
-        # a pass's name is what it was bound to last, before the call
+        # a pass's name is what it was bound to last, before the call; also in the
+        # statement that binds it again
         'for _kind in ("a", "b"):\n'
         '    _ns = "first"\n'
         '    _ns = f"x_{_kind}"\n'
         "    _register_dispatch(_ns, _cpu, _s)\n"
+        "    _ns = _register_dispatch(_ns + '_again', _cpu, _s)\n"
         '    _ns = "after"\n'
         # a part of the target that is no string, a name the loop binds otherwise, a loop
         # over what is no literal, a lambda's call that runs later: nothing is told
@@ -335,11 +337,13 @@ def test_a_loop_over_a_literal_defines_each_namespace_its_passes_build():
     ).body
     assert module_registrations(body, helpers) == [
         {}, {"sj_tempotron_roots::*": True, "sj_tempotron_states::*": True},
-        {"x_a::*": True, "x_b::*": True}, {}, {}, {}, {}]
+        {"x_a::*": True, "x_b::*": True, "x_a_again::*": True, "x_b_again::*": True},
+        {}, {}, {}, {}]
     assert namespace_helper_calls(body, helpers) == [
         (1, "sj_tempotron_roots", "_register_dispatch"),
         (1, "sj_tempotron_states", "_register_dispatch"),
-        (2, "x_a", "_register_dispatch"), (2, "x_b", "_register_dispatch")]
+        (2, "x_a", "_register_dispatch"), (2, "x_a_again", "_register_dispatch"),
+        (2, "x_b", "_register_dispatch"), (2, "x_b_again", "_register_dispatch")]
     # torch.library's own functions, by a name a literal loop builds
     assert module_registrations(ast.parse(
         'for _op in ("halve", "double"):\n'

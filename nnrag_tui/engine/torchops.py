@@ -57,13 +57,13 @@ Or a helper of the repository defines operators in the namespace it is given
 torch.library.Library(namespace, "FRAGMENT"); library.define("halve(Tensor x) -> Tensor")``,
 then ``_library = register_halving("ns")``, a statement of a module importing it, defines every
 operator of ``ns`` (``ns::*``), also where that call is an argument of another
-(``_dispatches.append(_register_dispatch(...))``). A module-level ``for`` over a literal gives its
-statements the strings each pass binds (``_run_statement_constants``): spikingjelly's
+(``_dispatches.append(_register_dispatch(...))``). A module-level ``for`` over a literal gives
+its statements the strings each pass binds (``_run_statement_constants``): spikingjelly's
 ``_ops/tempotron`` builds ``_namespace = f"sj_tempotron_{_operation}"`` for each of three
-operations, and its loop defines each namespace. spikingjelly's ``_register_dispatch`` is such a
-helper, which also imports a module of its package by a name it computes: the file holds the
-modules that name may be (engine.computed_imports). A helper whose whole module name is computed is not
-taken, and the header names the call that defines its operators upstream
+operations, and its loop defines each namespace. spikingjelly's ``_register_dispatch`` is such
+a helper, which also imports a module of its package by a name it computes: the file holds
+the modules that name may be (engine.computed_imports). A helper whose whole module name is
+computed is not taken, and the header names the call that defines its operators upstream
 (``namespace_helper_calls``).
 
 Or a module names ``torch.library``'s functions otherwise: flash-attn's
@@ -578,18 +578,18 @@ def _run_statement_constants(top: ast.stmt, consts: Mapping[str, str]
     out: list[tuple[ast.stmt, Mapping[str, str]]] = []
     for seen in passes:
         for st in top.body:  # type: ignore[attr-defined]
-            seen = dict(seen)
+            binds = _top_level_binds(st)
             if isinstance(st, _RUNS_BODIES):  # (what it binds may be bound before it runs)
-                for name in _top_level_binds(st):
-                    seen.pop(name, None)
+                seen = {k: v for k, v in seen.items() if k not in binds}
             out += [(sub, seen) for sub in _run_statements(st)]
             text = _text(st.value, seen) if isinstance(st, ast.Assign) and \
                 len(st.targets) == 1 and isinstance(st.targets[0], ast.Name) else None
-            for name in _top_level_binds(st):
-                seen.pop(name, None)
+            # (a new dict: the one ``out`` holds for this statement stays as it saw it)
+            seen = {k: v for k, v in seen.items() if k not in binds}
             if text is not None:
                 seen[st.targets[0].id] = text  # type: ignore[attr-defined]
-    out += [(sub, consts) for st in top.orelse for sub in _run_statements(st)]  # type: ignore[attr-defined]
+    orelse: list[ast.stmt] = top.orelse  # type: ignore[attr-defined]
+    out += [(sub, consts) for st in orelse for sub in _run_statements(st)]
     return out
 
 
