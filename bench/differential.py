@@ -34,11 +34,20 @@ upstream module imported so far, and some refuse company (NeMo's nv-one-logger, 
 singleton, raises when the generated file configures it a second time). Raising alone too, the
 file differs from upstream (audiotools' module object without a spec raised TypeError in
 ``importlib_resources.files()``); importing alone, it is not comparable here.
+
+torch's operators are global to a process, so a generated file that reads operators of the
+corpus (``torch.ops.sj_lif.forward``) finds upstream's registrations in the child, whether it
+defines them itself or not. Such a file, found the same, is run again alone
+(``_outputs_alone``): in a fresh interpreter without the sources on the path, built with the
+same arguments, given upstream's weights and the first probe, it must give upstream's eval
+output ("eval alone" among what was checked); raising or computing otherwise there, it
+differs.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import contextlib
 import copy
 import dataclasses
@@ -56,6 +65,7 @@ import pickle
 import re
 import subprocess
 import sys
+import tempfile
 import time
 import types
 import warnings
@@ -501,7 +511,7 @@ def compare(job: dict, blockrun) -> dict:
         raise _NotComparable(f"upstream {mod_name} is a stand-in here (--stub): there is no "
                              "upstream class to compare with")
     try:
-        gen_mod = _load_file(job["file"], f"_nnrag_generated_{qualname.replace('.', '_')}")
+        gen_mod = _load_file(job["file"], _generated_module_name(job))
     except Exception as exc:  # noqa: BLE001
         raise _GeneratedImport(f"{type(exc).__name__}: {exc}") from None
     gen_cls = getattr(gen_mod, name)
@@ -687,8 +697,18 @@ def compare(job: dict, blockrun) -> dict:
         return again
 
     checked = ["signature", "repr", "state_dict", "init"]
+    record: dict = {}
     out = _compare_outputs(up, gen, hints, blockrun, torch, nn, result, checked,
-                           upstream_again if weights is not None else None)
+                           upstream_again if weights is not None else None, record)
+    if job.get("payload") and "want" in record and weights is not None:
+        try:
+            # (the weights as the outputs were compared with, before train mode ran)
+            torch.save({"name": name, "args": ga, "kwargs": gk, "state_dict": weights,
+                        **record},
+                       job["payload"])
+        except Exception as exc:  # noqa: BLE001  (an argument no pickle takes)
+            out.setdefault("notes", []).append(
+                f"not run alone: its arguments or outputs do not pickle ({type(exc).__name__})")
     if init_differ:
         # still a difference; the outputs say whether it is only the initialisation
         # (transformers initialises classes outside its own package as "custom code")
@@ -701,12 +721,13 @@ def compare(job: dict, blockrun) -> dict:
 
 
 def _compare_outputs(up, gen, hints, blockrun, torch, nn, result: dict, checked: list,
-                     upstream_again=None) -> dict:
+                     upstream_again=None, record: dict | None = None) -> dict:
     """Eval and train outputs of the two blocks on the validator's probe inputs (the
     generated one holding upstream's weights). Where they differ, upstream built again runs
     the same calls: if it does not give its own output again, the block is not comparable
     (tsai's MiniRocketFeatures reseeds numpy from the clock, ``np.random.seed(None)``, as it
-    draws its biases from the first batch)."""
+    draws its biases from the first batch). ``record``: gets the inputs and upstream's eval
+    output of the first probe compared (for ``_outputs_alone``)."""
     calls: list[tuple[bool, int, tuple]] = []  # (train mode, seed, args) run on upstream
 
     def same(want, got, what: str) -> None:
@@ -763,6 +784,8 @@ def _compare_outputs(up, gen, hints, blockrun, torch, nn, result: dict, checked:
                 raise _Differs(f"forward of {list(shape)}: upstream runs, the generated "
                                f"block raises {type(exc).__name__}: {exc}") from None
         same(want, got, "eval output")
+        if record is not None:
+            record.update(inputs=args, want=want)
         up.train()
         gen.train()
         calls.append((True, 2, args))
@@ -879,6 +902,81 @@ def _run_one(job: dict, blockrun, timeout: float, setup: list[str]) -> dict:
     return msg
 
 
+def _reads_corpus_operators(path: str) -> bool:
+    """Whether the generated file at ``path`` reads torch operators of a namespace that is not
+    torch's own (``torch.ops.sj_lif.forward``): upstream's import in this process may have
+    registered them, where the file alone does not (engine.torchops)."""
+    from nnrag_tui.engine.torchops import op_reads
+
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+        return "torch.ops." in text and bool(op_reads(ast.parse(text)))
+    except (OSError, SyntaxError, ValueError):
+        return False
+
+
+def _generated_module_name(job: dict) -> str:
+    """The name the generated file is imported under, here and alone."""
+    return f"_nnrag_generated_{job['key'].partition(':')[2].replace('.', '_')}"
+
+
+def _outputs_alone(job: dict, payload: str) -> dict:
+    """In a fresh interpreter where none of the sources is on the path: the generated file
+    imported, its class built with the arguments the comparison built it with (``payload``,
+    from ``compare``), given upstream's weights, run on the first probe in eval mode; {}
+    where it gives upstream's output, else {"error": what it raised} or {"differs": how}.
+    torch's operators are global to a process, so the comparison, which imports upstream's
+    module first, cannot tell a file that defines the operators it reads from one that only
+    finds upstream's: spikingjelly's neurons, whose files lacked ``sj_lif::forward``,
+    compared the same."""
+    import torch
+
+    try:
+        # first, so that the arguments' classes of the file unpickle
+        _load_file(job["file"], _generated_module_name(job))
+        data = torch.load(payload, weights_only=False, map_location="cpu")
+        gen_cls = getattr(sys.modules[_generated_module_name(job)], data["name"])
+        _seed(0)
+        gen = gen_cls(*data["args"], **data["kwargs"])
+        _load_weights(gen, data["state_dict"])
+        gen.eval()
+        _seed(3)
+        with torch.no_grad():
+            got = gen(*_clone(data["inputs"], torch))
+        _same(data["want"], got, torch, "eval output")
+    except _Differs as exc:
+        return {"differs": str(exc)[:300]}
+    except BaseException as exc:  # noqa: BLE001
+        return {"error": f"{type(exc).__name__}: {exc}"[:300]}
+    return {}
+
+
+def _checked_alone(res: dict, job: dict, payload: str, setup: list[str], timeout: float
+                   ) -> dict:
+    """A "same" verdict for a file that reads torch operators of the corpus, checked again by
+    ``_outputs_alone`` in a fresh interpreter without the sources or upstream's modules
+    (``setup`` less its ``--path``: stand-ins and blanks stay)."""
+    bare = [a for i, a in enumerate(setup) if a != "--path"
+            and (i == 0 or setup[i - 1] != "--path")]
+    got = _fresh([*bare, "--outputs-alone", payload], json.dumps(job) + "\n", timeout + 60)
+    if got == {}:
+        return res | {"checked": [*res.get("checked", []), "eval alone"]}
+    if isinstance(got, str):
+        return {"verdict": "not_comparable", "reason": (
+            f"the file reads torch operators of the corpus, and its run alone ended with "
+            f"{got}")[:400]}
+    if "differs" in got:
+        return {"verdict": "differs", "reason": (
+            "the same beside upstream's modules; alone, without them: " + got["differs"])[:400]}
+    missing = re.match(r"ModuleNotFoundError: No module named '([\w.]+)'", got["error"])
+    if missing and importlib.util.find_spec(missing.group(1).split(".")[0]) is None:
+        return {"verdict": "not_comparable", "reason": (
+            f"alone, the generated file needs a package missing here: {got['error']}")[:400]}
+    return {"verdict": "differs", "reason": (
+        "the same beside upstream's modules, which registered the torch operators it reads; "
+        f"alone it raises {got['error']}")[:400]}
+
+
 def _fresh(args: list[str], stdin: str | None, timeout: float) -> dict | str:
     """The last JSON line this script prints when run with ``args`` in a fresh interpreter
     (``stdin``: its input, else none), or why there is none: ``"timeout"`` or ``"status N"``."""
@@ -988,6 +1086,9 @@ def main() -> None:
     ap.add_argument("--timeout", type=float, default=60.0)
     ap.add_argument("--import-alone", metavar="FILE",
                     help="only import FILE and say whether it raised (see _import_alone)")
+    ap.add_argument("--outputs-alone", metavar="PAYLOAD",
+                    help="only run the job on stdin's generated file alone against the "
+                    "outputs in PAYLOAD (see _outputs_alone)")
     ap.add_argument("--alone", action="store_true",
                     help="measure each verdict only here, never again in a fresh interpreter "
                     "(see _verdict_alone)")
@@ -1028,6 +1129,11 @@ def main() -> None:
                   flush=True)
         return
 
+    if args.outputs_alone:
+        print(json.dumps(_outputs_alone(json.loads(jobs.readline()), args.outputs_alone)),
+              file=results, flush=True)
+        return
+
     from nnrag_tui.engine import blockrun
 
     harness = frozenset(m.split(".")[0] for m in sys.modules)
@@ -1045,7 +1151,18 @@ def main() -> None:
             except BaseException:  # noqa: BLE001  (the child reports it)
                 _forget_failed_import(before, own | set().union(
                     *map(_top_level_names, job.get("beside", []))))
-            res = _run_one(job, blockrun, args.timeout, setup)
+            payload = None
+            if _reads_corpus_operators(job["file"]):
+                fd, payload = tempfile.mkstemp(suffix=".pt", prefix="nnrag_alone_")
+                os.close(fd)
+                job = job | {"payload": payload}
+            try:
+                res = _run_one(job, blockrun, args.timeout, setup)
+                if payload and res["verdict"] == "same" and os.path.getsize(payload):
+                    res = _checked_alone(res, job, payload, setup, args.timeout)
+            finally:
+                if payload:
+                    os.unlink(payload)
         if res["verdict"] == "differs" and not args.alone:
             # a difference counts where a fresh interpreter, in which a user imports upstream's
             # module, shows it as well; the run here gives the verdict where it does not

@@ -1214,3 +1214,53 @@ def test_weights_too_large_to_copy_once_more_still_differ(tmp_path):
     assert edited != REFUSES_A_COPY
     r = compare(tmp_path, edited, REFUSES_A_COPY, "Heavy")
     assert r["verdict"] == "differs", r
+
+
+OPS_UPSTREAM = '''\
+import torch
+from torch import nn
+
+_LIBRARIES = []
+
+
+def _define():
+    if hasattr(torch.ops.nnrag_diff_alone, "halve"):  # once per process
+        return
+    library = torch.library.Library("nnrag_diff_alone", "FRAGMENT")
+    library.define("halve(Tensor x) -> Tensor")
+    library.impl("halve", lambda x: x / 2, "CompositeExplicitAutograd")
+    _LIBRARIES.append(library)
+
+
+_define()
+
+
+class Halves(nn.Module):
+    def __init__(self, width: int = 8):
+        super().__init__()
+        self.fc = nn.Linear(width, width)
+
+    def forward(self, x):
+        return torch.ops.nnrag_diff_alone.halve(self.fc(x))
+'''
+
+
+def test_a_file_reading_an_operator_it_does_not_define_differs_alone(tmp_path):
+    # beside upstream's module, which registered the operator, the file computes the same;
+    # alone (a user without the package), it cannot: spikingjelly's neurons before their
+    # files defined ``sj_lif::forward``
+    lacking = OPS_UPSTREAM.replace("\n_define()\n", "\n")
+    assert lacking != OPS_UPSTREAM
+    r = compare(tmp_path, lacking, upstream=OPS_UPSTREAM, name="Halves")
+    assert r["verdict"] == "differs", r
+    assert "alone it raises" in r["reason"] and "halve" in r["reason"], r
+
+
+def test_a_file_defining_the_operators_it_reads_is_the_same_alone_too(tmp_path):
+    r = compare(tmp_path, OPS_UPSTREAM, upstream=OPS_UPSTREAM, name="Halves")
+    assert r["verdict"] == "same", r
+    assert "eval alone" in r["checked"], r
+    # one whose operator computes otherwise differs alone too
+    other = OPS_UPSTREAM.replace("lambda x: x / 2", "lambda x: x / 3")
+    r = compare(tmp_path, other, upstream=OPS_UPSTREAM, name="Halves")
+    assert r["verdict"] == "differs" and "alone, without them" in r["reason"], r
