@@ -1263,6 +1263,25 @@ def run_net_in_fresh_process(extracted, tmp_path: Path, case: str, checks: str) 
     assert run.stdout.strip() == "ok", run.stderr
 
 
+def halves_on_request(extracted, tmp_path: Path):
+    """Golden case ``torch_ops_deferred``'s ``HalvesOnRequest`` written to ``tmp_path`` with
+    the files that go beside it: (those files, a function running ``checks`` in a fresh
+    interpreter after ``import torch``, ``import HalvesOnRequest as M`` and ``x =
+    torch.arange(6.0)``, printing "ok" at its end)."""
+    res, _, _ = extracted("torch_ops_deferred", "HalvesOnRequest")
+    assert res.ok, res.error
+    (tmp_path / "HalvesOnRequest.py").write_text(res.generated.code)
+    written = write_module_files(tmp_path, res.generated.files(), [])
+
+    def run_checks(checks: str) -> subprocess.CompletedProcess:
+        code = (f"import sys; sys.path.insert(0, {str(tmp_path)!r})\nimport torch\n"
+                f"import HalvesOnRequest as M\nx = torch.arange(6.0)\n{checks}print('ok')\n")
+        return subprocess.run([sys.executable, "-I", "-c", code], capture_output=True,
+                              text=True, timeout=300, check=False)
+
+    return written, run_checks
+
+
 def test_a_helper_importing_its_package_s_module_by_computed_name_defines_its_operator(
         extracted, tmp_path):
     """spikingjelly's ``_register_dispatch(namespace, cpu, selection)`` imports
@@ -1270,26 +1289,17 @@ def test_a_helper_importing_its_package_s_module_by_computed_name_defines_its_op
     process, with the files that go beside it written, the file defines the operator that way
     and computes with it as upstream does, and with no installed package; a name the file
     holds no module for is imported as upstream's is."""
-    res, _, repo = extracted("torch_ops_deferred", "HalvesOnRequest")
-    assert res.ok, res.error
-    (tmp_path / "HalvesOnRequest.py").write_text(res.generated.code)
-    assert write_module_files(tmp_path, res.generated.files(), []) == [
-        str(tmp_path / "defops.implementations" / "divisor.txt")]
-    code = (f"import sys; sys.path.insert(0, {str(tmp_path)!r})\nimport torch\n"
-            "import HalvesOnRequest as M\n"
-            "x = torch.arange(6.0)\n"
-            "assert torch.equal(M.HalvesOnRequest().halved_by_package(x), x / 2)\n"
-            "assert M._import_module('json') is sys.modules['json']\n"
-            "try:\n    M._import_module('defops.other')\nexcept ModuleNotFoundError:\n"
-            "    pass\nelse:\n    raise AssertionError('defops is not installed')\n"
-            "print('ok')\n")
-    run = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True,
-                         timeout=300, check=False)
+    written, run_checks = halves_on_request(extracted, tmp_path)
+    assert written == [str(tmp_path / "defops.implementations" / "divisor.txt")]
+    checks = ("assert torch.equal(M.HalvesOnRequest().halved_by_package(x), x / 2)\n"
+              "assert M._import_module('json') is sys.modules['json']\n"
+              "try:\n    M._import_module('defops.other')\nexcept ModuleNotFoundError:\n"
+              "    pass\nelse:\n    raise AssertionError('defops is not installed')\n")
+    run = run_checks(checks)
     assert run.stdout.strip() == "ok", run.stderr
     # without its file beside it, it fails where upstream's would, reading it
     (tmp_path / "defops.implementations" / "divisor.txt").unlink()
-    run = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True,
-                         timeout=300, check=False)
+    run = run_checks(checks)
     assert "divisor.txt" in run.stderr and "FileNotFoundError" in run.stderr
 
 
@@ -1299,18 +1309,9 @@ def test_operators_of_namespaces_a_loop_over_a_literal_builds_are_defined(extrac
     each pass calling ``_register_dispatch`` with a namespace built from the loop's
     variable. In a fresh process, the file defines each namespace's operator as upstream's
     loop does, and computes with the one the block reads."""
-    res, _, _ = extracted("torch_ops_deferred", "HalvesOnRequest")
-    assert res.ok, res.error
-    (tmp_path / "HalvesOnRequest.py").write_text(res.generated.code)
-    write_module_files(tmp_path, res.generated.files(), [])
-    code = (f"import sys; sys.path.insert(0, {str(tmp_path)!r})\nimport torch\n"
-            "import HalvesOnRequest as M\n"
-            "x = torch.arange(6.0)\n"
-            "assert torch.equal(M.HalvesOnRequest().halved(x), x / 2)\n"
-            "assert torch.equal(torch.ops.nnrag_golden_looped_again.halve(x), x / 2)\n"
-            "print('ok')\n")
-    run = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True,
-                         timeout=300, check=False)
+    _, run_checks = halves_on_request(extracted, tmp_path)
+    run = run_checks("assert torch.equal(M.HalvesOnRequest().halved(x), x / 2)\n"
+                     "assert torch.equal(torch.ops.nnrag_golden_looped_again.halve(x), x / 2)\n")
     assert run.stdout.strip() == "ok", run.stderr
 
 
