@@ -707,6 +707,10 @@ def compare(job: dict, blockrun) -> dict:
                         **record},
                        job["payload"])
         except Exception as exc:  # noqa: BLE001  (an argument no pickle takes)
+            # what was written before the failure is no payload: an empty file runs nothing
+            # alone (a half-written one failed to load there, and the file "differed")
+            with open(job["payload"], "wb"):
+                pass
             out.setdefault("notes", []).append(
                 f"not run alone: its arguments or outputs do not pickle ({type(exc).__name__})")
     if init_differ:

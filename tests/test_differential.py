@@ -1264,3 +1264,23 @@ def test_a_file_defining_the_operators_it_reads_is_the_same_alone_too(tmp_path):
     other = OPS_UPSTREAM.replace("lambda x: x / 2", "lambda x: x / 3")
     r = compare(tmp_path, other, upstream=OPS_UPSTREAM, name="Halves")
     assert r["verdict"] == "differs" and "alone, without them" in r["reason"], r
+
+
+def test_a_file_whose_call_site_arguments_do_not_pickle_is_not_run_alone(tmp_path):
+    # the run alone gets the arguments by pickle; a call site's lambda takes none. The file
+    # is the same as compared beside upstream, and says it was not run alone (a half-written
+    # payload once ran alone, failed to load, and made the file "differ")
+    # (a ``Callable`` the validator makes no guess for, so the call site's is used)
+    upstream = OPS_UPSTREAM.replace(
+        "def __init__(self, width: int = 8):",
+        'def __init__(self, post: "Callable", width: int = 8):'
+    ).replace("self.fc = nn.Linear(width, width)",
+              "self.fc = nn.Linear(width, width)\n        self.post = post"
+    ).replace("return torch.ops.nnrag_diff_alone.halve(self.fc(x))",
+              "return self.post(torch.ops.nnrag_diff_alone.halve(self.fc(x)))")
+    assert upstream.count("post") == 4
+    sites = [{"args": [], "kwargs": {"post": "lambda v: v + 1"}, "where": "pkgd.models:3"}]
+    r = compare(tmp_path, upstream, upstream=upstream, name="Halves", call_sites=sites)
+    assert r["verdict"] == "same", r
+    assert "eval alone" not in r["checked"], r
+    assert any(n.startswith("not run alone") for n in r.get("notes", ())), r
