@@ -11,18 +11,24 @@ from nnrag_tui.engine.config import parse_config
 from nnrag_tui.engine.extractor import BlockExtractor
 from nnrag_tui.tui.dependencies import DependencyGraph
 
-REPO = Path(__file__).resolve().parent / "fixtures" / "closure" / "attribute" / "repo"
+CASES = Path(__file__).resolve().parent / "fixtures" / "closure"
+
+
+def extracted(tmp_path: Path, case: str, package: str, qualname: str):
+    """Golden case ``case``'s repository indexed (its package ``package``) and its block
+    ``qualname`` extracted: (the result, the dependency graph of its closure)."""
+    shutil.copytree(CASES / case / "repo", tmp_path / "repo")
+    cfg = parse_config({case: {"path": str(tmp_path / "repo"), "paths": [package]}})
+    with BlockExtractor(cfg, cache_dir=tmp_path / "c", data_dir=tmp_path / "c" / "data") as ex:
+        ex.index()
+        block = next(b for b in ex.blocks() if b.qualname == qualname)
+        res, closure = ex.extract_block(block)
+    assert res.ok and closure is not None
+    return res, DependencyGraph(closure)
 
 
 def test_dependency_tree_shows_the_module_object_as_the_file_has_it(tmp_path: Path) -> None:
-    shutil.copytree(REPO, tmp_path / "repo")
-    cfg = parse_config({"attribute": {"path": str(tmp_path / "repo"), "paths": ["attrpkg"]}})
-    with BlockExtractor(cfg, cache_dir=tmp_path / "c", data_dir=tmp_path / "c" / "data") as ex:
-        ex.index()
-        block = next(b for b in ex.blocks() if b.qualname == "NetPick")
-        res, closure = ex.extract_block(block)
-    assert res.ok and closure is not None
-    graph = DependencyGraph(closure)
+    res, graph = extracted(tmp_path, "attribute", "attrpkg", "NetPick")
     layers = next(c for c in graph.children(graph.root) if c.name == "layers")
     assert (layers.kind, layers.how, layers.target) == ("module", "module-object",
                                                         "attrpkg.layers")
@@ -41,15 +47,7 @@ def test_dependency_tree_shows_the_stand_in_for_a_computed_import(tmp_path: Path
     """spikingjelly's ``_register_dispatch`` imports a module by a name it computes: the tree
     shows that call leading to the file's stand-in for ``importlib.import_module``, as the file
     has it, and the module objects it holds under it (engine.computed_imports)."""
-    repo = REPO.parents[1] / "torch_ops_deferred" / "repo"
-    shutil.copytree(repo, tmp_path / "repo")
-    cfg = parse_config({"deferred": {"path": str(tmp_path / "repo"), "paths": ["defops"]}})
-    with BlockExtractor(cfg, cache_dir=tmp_path / "c", data_dir=tmp_path / "c" / "data") as ex:
-        ex.index()
-        block = next(b for b in ex.blocks() if b.qualname == "HalvesOnRequest")
-        res, closure = ex.extract_block(block)
-    assert res.ok and closure is not None
-    graph = DependencyGraph(closure)
+    res, graph = extracted(tmp_path, "torch_ops_deferred", "defops", "HalvesOnRequest")
     todo, helper = [graph.root], None
     while todo and helper is None:  # (the helper is a few calls below the block)
         node = todo.pop()
