@@ -1324,18 +1324,6 @@ def test_a_module_s_classes_are_told_by_the_name_of_its_module_object(extracted,
         "assert not net.is_own(net.fc)\n"))
 
 
-def test_a_class_renamed_for_a_clash_keeps_its_name_in_the_module_tree(extracted, tmp_path):
-    """``Gate`` of rcpkg/layers.py is ``Gate_layers`` in the file (the registered ``Gate``
-    keeps its name): the net prints as upstream's, with ``(gate): Gate()``, code comparing
-    ``type(m).__name__`` reads "Gate", and pickle still finds the class under its name here."""
-    run_net_in_fresh_process(extracted, tmp_path, "registered_clash", (
-        "assert '(gate): Gate()' in repr(net), repr(net)\n"
-        "assert type(net.gate).__name__ == 'Gate' and type(net.gate) is Net.Gate_layers\n"
-        "assert type(net.cfg_gate) is Net.Gate\n"
-        "import pickle\nagain = pickle.loads(pickle.dumps(net))\n"
-        "assert type(again.gate) is Net.Gate_layers and type(again.cfg_gate) is Net.Gate\n"))
-
-
 def test_an_operator_the_block_reads_is_registered_in_a_fresh_process(extracted, tmp_path):
     """torch's operators are global to a process: in a fresh one, where nothing else has
     registered it, the file defines the operator it reads and computes with it."""

@@ -644,7 +644,7 @@ def test_the_renamed_definitions_are_the_classes_and_functions_the_header_lists(
 
     # deepspeed's ``activation_checkpoint_func=checkpoint``: a function renamed for a clash
     # shows in a constructor's defaults as much as a class does
-    rewrites = ["renamed class `Loss` -> `Loss_inner` (its `__name__` stays `Loss`)",
+    rewrites = ["renamed class `Loss` -> `Loss_inner`",
                 "renamed function `checkpoint` -> `checkpoint_checkpointing`",
                 "renamed `checkpoint` -> `checkpoint_checkpointing`"]
     assert renamed_definitions(rewrites) == {"Loss_inner": "Loss",

@@ -538,21 +538,9 @@ class _Walker:
             line, node.col_offset)
         if m is None:
             return
-        if kind != "class":
-            self.ed.add_span((node.lineno, m.start(1), node.lineno, m.end(1)), new,
-                             f"renamed function `{node.name}` -> `{new}`")
-            return
         self.ed.add_span((node.lineno, m.start(1), node.lineno, m.end(1)), new,
-                         f"renamed class `{node.name}` -> `{new}` (its `__name__` stays "
-                         f"`{node.name}`)")
-        # what a module's repr prints, and what code comparing ``type(m).__name__`` reads;
-        # ``__qualname__`` stays the file's, where pickle looks the class up
-        last = self.ed.lines[node.end_lineno - 1]
-        pad = self.ed.lines[node.lineno - 1][:node.col_offset].decode("utf-8")
-        at = len(last)
-        self.ed.edits.append((node.end_lineno, at, node.end_lineno, at,
-                              ("\n\n" if last.endswith(b"\n") else "\n\n\n")
-                              + f'{pad}{new}.__name__ = "{node.name}"\n'))
+                         f"renamed {'class' if kind == 'class' else 'function'} "
+                         f"`{node.name}` -> `{new}`")
 
     def leaves_nothing(self, node: ast.stmt, module_level: bool) -> bool:
         """Whether ``visit_import`` removes this statement entirely: an import each of whose
