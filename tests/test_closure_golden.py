@@ -1324,6 +1324,20 @@ def test_a_module_s_classes_are_told_by_the_name_of_its_module_object(extracted,
         "assert not net.is_own(net.fc)\n"))
 
 
+def test_a_class_renamed_for_a_clash_is_found_again_by_its_name(extracted, tmp_path):
+    """``Gate`` of rcpkg/layers.py is ``Gate_layers`` in the file, beside the registered
+    ``Gate``: its ``__name__`` is the new one, so code that finds a class again by its module
+    and name (physicsnemo's checkpoints store ``__module__`` and ``__name__``) gets this class,
+    not the other ``Gate``; pickle too."""
+    run_net_in_fresh_process(extracted, tmp_path, "registered_clash", (
+        "import importlib, pickle\n"
+        "for c in (type(net.gate), type(net.cfg_gate)):\n"
+        "    assert getattr(importlib.import_module(c.__module__), c.__name__) is c, c\n"
+        "assert type(net.gate) is not type(net.cfg_gate)\n"
+        "again = pickle.loads(pickle.dumps(net))\n"
+        "assert type(again.gate) is type(net.gate) and type(again.cfg_gate) is Net.Gate\n"))
+
+
 def test_an_operator_the_block_reads_is_registered_in_a_fresh_process(extracted, tmp_path):
     """torch's operators are global to a process: in a fresh one, where nothing else has
     registered it, the file defines the operator it reads and computes with it."""

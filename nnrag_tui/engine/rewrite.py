@@ -538,6 +538,10 @@ class _Walker:
             line, node.col_offset)
         if m is None:
             return
+        # the class's ``__name__`` is its new name too, though a module tree then prints it:
+        # code finds a class again by ``getattr(import_module(c.__module__), c.__name__)``
+        # (physicsnemo's checkpoints store both), which upstream's name would lead to the
+        # other definition of that name in the file
         self.ed.add_span((node.lineno, m.start(1), node.lineno, m.end(1)), new,
                          f"renamed {'class' if kind == 'class' else 'function'} "
                          f"`{node.name}` -> `{new}`")
