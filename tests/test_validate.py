@@ -780,6 +780,35 @@ def test_a_layer_count_is_a_count_and_a_none_layer_the_block_calls_is_filled(val
 
 
 @needs_torch
+def test_a_none_the_block_calls_is_filled_where_the_annotation_says_it_takes_a_callable(
+        validator):
+    # spikingjelly's CIFAR10Net(channels=128, spiking_neuron: callable = None, **kwargs)
+    # calls spiking_neuron(**deepcopy(kwargs)); no guessed argument built it
+    r = check(validator, """
+        from copy import deepcopy
+        from typing import Optional, Type
+
+        import torch.nn as nn
+
+        class Net(nn.Module):
+            def __init__(self, channels=8, spiking_neuron: callable = None,
+                         surrogate: Optional[Type[nn.Module]] = None, scale: float = None,
+                         **kwargs):
+                super().__init__()
+                self.conv = nn.Conv2d(3, channels, 3, padding=1)
+                self.sn = spiking_neuron(**deepcopy(kwargs))
+                self.sg = surrogate()
+
+            def forward(self, x):
+                return self.sg(self.sn(self.conv(x)))
+        """, "Net")
+    assert r.level == "forward_ran", r.as_dict()
+    inst = r.stage("instantiate").detail
+    # (a float left at None is no callable: it keeps its default)
+    assert inst["args"] == {"spiking_neuron": "nn.Identity", "surrogate": "nn.Identity"}, inst
+
+
+@needs_torch
 def test_stage_depths_are_one_block_each(validator):
     # torchvision's SwinTransformer(..., depths: List[int], ...) was built with 64 blocks per
     # stage (256 in all, 15 s) where one each shows the same

@@ -177,7 +177,9 @@ def amend_arguments(exc: BaseException, cls, params, kwargs: dict, shown: dict, 
     amend:
 
     - ``'NoneType' object is not callable``: each layer parameter left at its default None
-      (timm's ``ConvNeXtStage(..., norm_layer=None)``) gets ``nn.Identity``;
+      (timm's ``ConvNeXtStage(..., norm_layer=None)``), or one annotated as a callable or a
+      class (spikingjelly's ``CIFAR10Net(channels=128, spiking_neuron: callable = None)``),
+      gets ``nn.Identity``;
     - ``missing ... required argument(s)``, when the class passes its keywords on
       (``QuantizableBasicBlock(*args, **kwargs)``; googlenet's ``BasicConv2d(in_channels,
       out_channels, **kwargs)``, whose ``nn.Conv2d`` misses ``kernel_size``): each missing
@@ -192,7 +194,7 @@ def amend_arguments(exc: BaseException, cls, params, kwargs: dict, shown: dict, 
     if "'NoneType' object is not callable" in text:
         unset = [p.name for p in params if p.default is None and p.name not in kwargs
                  and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
-                 and _is_layer_name(p.name)]
+                 and (_is_layer_name(p.name) or _names_a_callable(p.annotation))]
         if not unset:
             return None
         return (dict(kwargs, **dict.fromkeys(unset, nn.Identity)),
@@ -229,6 +231,18 @@ def amend_arguments(exc: BaseException, cls, params, kwargs: dict, shown: dict, 
         except Exception:  # noqa: BLE001  (a config class refused its guesses)
             return None
     return kwargs, shown
+
+
+def _names_a_callable(annotation) -> bool:
+    """An annotation saying the parameter takes a callable or a class: ``callable``,
+    ``Callable[...]``, ``Type[...]``, ``type``, also inside ``Optional[...]``."""
+    if annotation is inspect.Parameter.empty:
+        return False
+    text = annotation if isinstance(annotation, str) else (
+        annotation.__name__ if isinstance(annotation, type) or annotation is callable
+        else str(annotation))  # (``Optional[Callable]``'s ``__name__`` is "Optional")
+    text = text.replace("typing.", "")
+    return bool(re.fullmatch(r"(Optional\[)?(callable|Callable|Type|type)\b.*", text))
 
 
 def _annotation_text(annotation) -> str:
