@@ -241,7 +241,7 @@ def _names_a_callable(annotation) -> bool:
     text = annotation if isinstance(annotation, str) else (
         annotation.__name__ if isinstance(annotation, type) or annotation is callable
         else str(annotation))  # (``Optional[Callable]``'s ``__name__`` is "Optional")
-    text = text.replace("typing.", "")
+    text = text.replace("typing.", "").replace("collections.abc.", "")
     return bool(re.fullmatch(r"(Optional\[)?(callable|Callable|Type|type)\b.*", text))
 
 
