@@ -893,8 +893,7 @@ def _run_one(job: dict, blockrun, timeout: float, setup: list[str]) -> dict:
             return {"verdict": "not_comparable", "reason": (
                 "the generated file imports alone, not beside upstream's modules: "
                 f"{msg['reason']}")[:400]}
-        missing = re.match(r"ModuleNotFoundError: No module named '([\w.]+)'", alone)
-        if missing and importlib.util.find_spec(missing.group(1).split(".")[0]) is None:
+        if _missing_here(alone):
             # a package missing here, which upstream's module needs as well where it imports
             # its own modules rather than stand-ins (MobileSAM's copy of ultralytics, stood in
             # for, imports pkg_resources): the same gap that makes an upstream class not
@@ -904,6 +903,13 @@ def _run_one(job: dict, blockrun, timeout: float, setup: list[str]) -> dict:
         return {"verdict": "differs",
                 "reason": f"upstream's module imports, the generated file raises {alone}"[:400]}
     return msg
+
+
+def _missing_here(error: str) -> bool:
+    """Whether ``error`` (``"Type: message"``) says a package is missing that this machine
+    does not have: a gap of the machine, never a difference."""
+    missing = re.match(r"ModuleNotFoundError: No module named '([\w.]+)'", error)
+    return bool(missing) and importlib.util.find_spec(missing.group(1).split(".")[0]) is None
 
 
 def _reads_corpus_operators(path: str) -> bool:
@@ -972,8 +978,7 @@ def _checked_alone(res: dict, job: dict, payload: str, setup: list[str], timeout
     if "differs" in got:
         return {"verdict": "differs", "reason": (
             "the same beside upstream's modules; alone, without them: " + got["differs"])[:400]}
-    missing = re.match(r"ModuleNotFoundError: No module named '([\w.]+)'", got["error"])
-    if missing and importlib.util.find_spec(missing.group(1).split(".")[0]) is None:
+    if _missing_here(got["error"]):
         return {"verdict": "not_comparable", "reason": (
             f"alone, the generated file needs a package missing here: {got['error']}")[:400]}
     return {"verdict": "differs", "reason": (
