@@ -577,11 +577,11 @@ def compare(job: dict, blockrun) -> dict:
         except Exception as exc:  # noqa: BLE001
             # as the validator: keywords passed on that miss some get them guessed, next
             c = hints.get("C") or blockrun.arguments.SIZES[0]
-            more = blockrun.arguments.amend_arguments(exc, up_cls, params, uk, shown, c)
+            more = blockrun.arguments.amend_arguments(exc, up_cls, params, ua, uk, shown, c)
             if more is not None:
-                up_cands.insert(i, (ua, *more, hints))
-                gen_cands.insert(i, (ga, *blockrun.arguments.amend_arguments(
-                    exc, gen_cls, params, gk, shown, c), hints))
+                up_cands.insert(i, (*more, hints))
+                gen_cands.insert(i, (*blockrun.arguments.amend_arguments(
+                    exc, gen_cls, params, ga, gk, shown, c), hints))
             continue
         _seed(0)
         try:

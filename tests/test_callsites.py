@@ -150,12 +150,50 @@ def scale(x):
 '''
 
 
+# spikingjelly's shape: a block built only inside its network's constructor, from that
+# constructor's own parameters and locals (qkformer's ``_Block(dims[0], num_heads[0],
+# mlp_ratio, qka_type, False, spiking_neuron, kwargs)``)
+STAGED = '''from typing import Any, Callable, Dict, Optional
+
+from torch import nn
+
+
+class Mixer(nn.Module):
+    def __init__(self, dim: int, heads: int, mix_type: str,
+                 neuron: Optional[Callable[..., nn.Module]], neuron_kwargs: Dict[str, Any]):
+        super().__init__()
+        if mix_type not in ("token", "channel"):
+            raise ValueError(f"mix_type must be token or channel, not {mix_type!r}")
+        if dim % heads:
+            raise ValueError("dim must divide into heads")
+        self.proj = nn.Linear(dim, dim)
+        self.act = neuron(**neuron_kwargs)
+
+    def forward(self, x):
+        return self.act(self.proj(x))
+
+
+class MixerNet(nn.Module):
+    def __init__(self, width: int = 48, heads=(3, 6), mix_type: str = "token",
+                 neuron=None, norm=None, **kwargs):
+        super().__init__()
+        dims = (width // 2, width)
+        norm = norm or nn.LayerNorm  # rebound: what it holds is not its default
+        self.stages = nn.ModuleList([Mixer(dims[0], heads[0], mix_type, neuron, kwargs),
+                                     Mixer(dims[1], heads[1], mix_type, norm, kwargs)])
+
+    def forward(self, x):
+        return x
+'''
+
+
 @pytest.fixture
 def ex(tmp_path: Path):
     repo = write_tree(tmp_path / "repo", {"cspkg/__init__.py": "",
                                           "cspkg/nets.py": NETS,
                                           "cspkg/users.py": USERS,
-                                          "cspkg/other.py": OTHER})
+                                          "cspkg/other.py": OTHER,
+                                          "cspkg/staged.py": STAGED})
     e = BlockExtractor(parse_config({"cspkg": {"path": str(repo)}}),
                        cache_dir=tmp_path / "cache", data_dir=tmp_path / "data")
     e.index()
@@ -198,16 +236,49 @@ def test_expressions_that_need_local_names_are_left_out(ex):
 def test_a_name_means_what_the_calling_scope_binds(ex):
     """An argument spelled like a name the file binds is kept only where it means that very
     definition: not where it is the caller's local (timm's ``LevitBlock(...,
-    drop_path=drop_path)`` passes a float), nor where the calling module binds it to
-    something else."""
+    drop_path=drop_path)`` passes a float: the caller's default is what it passes), nor where
+    the calling module binds it to something else."""
     sets = {s["where"]: s for s in sets_for(ex, "cspkg.nets:Scaled")}
     at_module_level = next(s for w, s in sets.items() if w.startswith("cspkg/nets.py")
                            and s["args"] == ["16"])
     assert at_module_level["kwargs"] == {"scale_fn": "scale"}
     local = next(s for w, s in sets.items() if s["args"] == ["8"])
-    assert local["kwargs"] == {}
+    assert local["kwargs"] == {"scale_fn": "1.0"}  # make_scaled(scale=1.0)'s, not the function
     elsewhere = next(s for w, s in sets.items() if w.startswith("cspkg/users.py"))
     assert elsewhere["args"] == ["4"] and elsewhere["kwargs"] == {}
+
+
+def test_a_callers_parameters_and_locals_are_read_as_they_are_with_its_defaults(ex):
+    """A block built only in its network's constructor, from that constructor's parameters
+    and locals: each name bound once is what it holds when the network runs with its
+    defaults; a parameter the constructor rebinds is not its default, so it is left out,
+    and the positional arguments after it go by keyword."""
+    sets = {s["where"]: s for s in sets_for(ex, "cspkg.staged:Mixer")}
+    first, second = (sets[w] for w in sorted(sets))
+    assert first["args"] == ["(48 // 2, 48)[0]", "(3, 6)[0]", "'token'", "None", "{}"]
+    assert first["kwargs"] == {}
+    assert second["args"] == ["(48 // 2, 48)[1]", "(3, 6)[1]", "'token'"]
+    assert second["kwargs"] == {"neuron_kwargs": "{}"}
+
+
+@needs_torch
+def test_validator_builds_a_block_from_its_callers_defaults(ex):
+    """spikingjelly's qkformer ``_Block``: no name tells the string ``mix_type``; the
+    network's call passes its own default, and the ``None`` it passes for the neuron is
+    called: an ``nn.Identity`` stands in, as for a default ``None``."""
+    from nnrag_tui.engine.sandbox import Sandbox
+    from nnrag_tui.engine.validate import Validator
+
+    res = ex.extract_single_block("cspkg.staged:Mixer")
+    g = res.generated
+    with Sandbox(deny_imports=("cspkg",)) as sb, Validator(sb) as v:
+        report = v.validate(g.code, g.name, g.spec, call_sites=lambda: ex.call_sites(res))
+    assert report.level == "forward_ran", report.as_dict()
+    inst = report.stage("instantiate")
+    assert inst.detail["args"] == {"dim": "(48 // 2, 48)[0]", "heads": "(3, 6)[0]",
+                                   "mix_type": "'token'", "neuron": "nn.Identity",
+                                   "neuron_kwargs": "{}"}
+    assert inst.detail["call_site"].startswith("cspkg/staged.py:")
 
 
 @needs_torch

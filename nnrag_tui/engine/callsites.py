@@ -16,14 +16,19 @@ Only expressions that mean the same in the generated file are kept: every name t
 module-level name of the calling module (not a local of the function the call is in: timm's
 ``LevitBlock(..., drop_path=drop_path)`` passes a float parameter, not the ``drop_path``
 function the file inlines), bound to the same definition as in the block's module, and bound by
-the file (or a builtin). The sandbox evaluates them in the imported block module and tries the
-sets after the guessed arguments fail.
+the file (or a builtin). A name the calling function binds once, and never rebinds, is read as
+what it holds when that function runs with its own defaults: a parameter's default (``qka_type:
+str = "token"``; ``*args`` is ``()``, ``**kwargs`` ``{}``), or a local's one plain assignment
+among its body's statements (``dims = (embed_dims // 4, ...)``). An argument still not usable is
+left out; the positional ones after it are passed by keyword. The sandbox evaluates the sets
+in the imported block module and tries them after the guessed arguments fail.
 """
 
 from __future__ import annotations
 
 import ast
 import builtins
+import copy
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,11 +52,26 @@ _CALLEE = re.compile(r"([A-Za-z_]\w*)\s*\(")
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 
 
+# a name the calling function binds once -> (the expression it holds when the function runs
+# with its defaults, the _Known of the scope that expression is read in)
+_Known = dict[str, tuple[ast.expr, "_Known"]]
+_MAX_DEPTH = 4  # names read through names read through ... at most this deep
+
+
+@dataclass(frozen=True)
+class _Site:
+    """A call or mapping display, with the names local to the functions and classes around
+    it (empty at module level) and what those that are bound once hold."""
+
+    node: ast.expr
+    local: frozenset[str]
+    known: _Known
+
+
 @dataclass
 class _ModuleNodes:
-    # each node with the names local to the function or class it is in (empty at module level)
-    calls: dict[str, list[tuple[ast.Call, frozenset[str]]]] = field(default_factory=dict)
-    mappings: list[tuple[ast.expr, frozenset[str]]] = field(default_factory=list)
+    calls: dict[str, list[_Site]] = field(default_factory=dict)
+    mappings: list[_Site] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -107,22 +127,25 @@ class CallSites:
             # variants: resnet18 before resnext101)
             found.append(((-len(covered & required), rank, size), s))
 
+        keyword_ok = {p["name"] for p in named if p.get("kind") != "positional"}
         for entry in self._modules(block.source, home):
             rank = 0 if entry is home else 1
-            for call, local in self._calls(entry, block.qualname):
-                if self._is_target(entry, call.func, home, block.qualname):
-                    ok = self._names_usable(entry, home, usable, local)
-                    keep(rank, self._from_call(entry, call, positional, names, ok))
-        for node, local in self._module_nodes(home).mappings:
-            keep(2, self._from_mapping(home, node, set(names),
-                                       self._names_usable(home, home, usable, local)))
+            for site in self._calls(entry, block.qualname):
+                if self._is_target(entry, site.node.func, home, block.qualname):
+                    ok = self._names_usable(entry, home, usable, site.local)
+                    keep(rank, self._from_call(entry, site, positional, names, keyword_ok, ok))
+        for site in self._module_nodes(home).mappings:
+            keep(2, self._from_mapping(home, site, set(names),
+                                       self._names_usable(home, home, usable, site.local)))
         for p in params:
             for cfg_class in self._annotated_classes(home, p.get("annotation") or ""):
-                for call, local in self._calls(home, cfg_class):
-                    if self._is_target(home, call.func, home, cfg_class):
-                        text = self._text(call, self._names_usable(home, home, usable, local))
+                for site in self._calls(home, cfg_class):
+                    if self._is_target(home, site.node.func, home, cfg_class):
+                        ok = self._names_usable(home, home, usable, site.local)
+                        text = self._text(site.node, ok, site.known)
                         if text is not None:
-                            keep(3, ArgumentSet(_where(home, call), (), ((p["name"], text),)))
+                            keep(3, ArgumentSet(_where(home, site.node), (),
+                                                ((p["name"], text),)))
         found.sort(key=lambda t: t[0])
         return [s for _, s in found[:MAX_SETS]]
 
@@ -132,7 +155,7 @@ class CallSites:
                          if src == source and e is not home), key=lambda e: e.module)
         return [home, *others]
 
-    def _calls(self, entry: ModuleEntry, name: str) -> list[tuple[ast.Call, frozenset[str]]]:
+    def _calls(self, entry: ModuleEntry, name: str) -> list[_Site]:
         if name not in self._called_names(entry):
             return []
         return self._module_nodes(entry).calls.get(name, [])
@@ -159,32 +182,39 @@ class CallSites:
             except Exception:  # noqa: BLE001  (an unreadable or changed file has none)
                 return hit
             for st in ms.stmts:
-                self._collect(st.node, frozenset(), hit)
+                self._collect(st.node, frozenset(), {}, hit)
         return hit
 
     @classmethod
-    def _collect(cls, node: ast.AST, local: frozenset[str], out: _ModuleNodes) -> None:
+    def _collect(cls, node: ast.AST, local: frozenset[str], known: _Known,
+                 out: _ModuleNodes) -> None:
         """Calls and mapping displays under ``node``; ``local``: the names bound by the
-        functions and classes enclosing it (a nested scope adds its own)."""
+        functions and classes enclosing it (a nested scope adds its own); ``known``: what
+        those bound once hold (see _known_in)."""
         if isinstance(node, ast.Call):
             f = node.func
             callee = f.id if isinstance(f, ast.Name) else (
                 f.attr if isinstance(f, ast.Attribute) else None)
             if callee is not None:
-                out.calls.setdefault(callee, []).append((node, local))
+                out.calls.setdefault(callee, []).append(_Site(node, local, known))
             if callee == "dict" and not node.args and len(node.keywords) > 1:
-                out.mappings.append((node, local))
+                out.mappings.append(_Site(node, local, known))
         elif isinstance(node, ast.Dict) and len(node.keys) > 1:
-            out.mappings.append((node, local))
+            out.mappings.append(_Site(node, local, known))
         if isinstance(node, _SCOPES):
             body = node.body if isinstance(node.body, list) else [node.body]
             inside = {id(b) for b in body}
-            inner = local | _bound_in(node)
+            bound, times = _bindings(node)
+            inner = local | bound
+            inner_known = _known_in(node, known, bound, times)
             for child in treewalk.children(node):  # decorators, defaults, bases: outside
-                cls._collect(child, inner if id(child) in inside else local, out)
+                if id(child) in inside:
+                    cls._collect(child, inner, inner_known, out)
+                else:
+                    cls._collect(child, local, known, out)
             return
         for child in treewalk.children(node):
-            cls._collect(child, local, out)
+            cls._collect(child, local, known, out)
 
     def _names_usable(self, entry: ModuleEntry, home: ModuleEntry, usable: frozenset[str],
                       local: frozenset[str]) -> Container[str]:
@@ -222,28 +252,34 @@ class CallSites:
             and t.name == name and not t.attr
 
     # -- turning calls into argument sets ---------------------------------------------------
-    def _from_call(self, entry: ModuleEntry, call: ast.Call, positional: list[str],
-                   names: list[str], usable: Container[str]) -> ArgumentSet | None:
+    def _from_call(self, entry: ModuleEntry, site: _Site, positional: list[str],
+                   names: list[str], keyword_ok: set[str],
+                   usable: Container[str]) -> ArgumentSet | None:
+        call = site.node
         args: list[str] = []
-        for a in call.args:
+        kwargs = []
+        gap = False  # a position left out: the later ones go by keyword
+        for name, a in zip(positional, call.args):
             if isinstance(a, ast.Starred):
                 break
-            text = self._text(a, usable)
+            text = self._text(a, usable, site.known)
             if text is None:
-                break  # later positions cannot be filled by shifting: stop here
-            args.append(text)
-        args = args[: len(positional)]
-        kwargs = []
+                gap = True
+            elif not gap:
+                args.append(text)
+            elif name in keyword_ok:
+                kwargs.append((name, text))
         for kw in call.keywords:
             if kw.arg is None or kw.arg not in names:
                 continue
-            text = self._text(kw.value, usable)
+            text = self._text(kw.value, usable, site.known)
             if text is not None:
                 kwargs.append((kw.arg, text))
         return ArgumentSet(_where(entry, call), tuple(args), tuple(kwargs))
 
-    def _from_mapping(self, entry: ModuleEntry, node: ast.AST, names: set[str],
+    def _from_mapping(self, entry: ModuleEntry, site: _Site, names: set[str],
                       usable: Container[str]) -> ArgumentSet | None:
+        node = site.node
         pairs: list[tuple[str, ast.expr]] = []
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
                 and node.func.id == "dict" and not node.args and node.keywords:
@@ -257,7 +293,7 @@ class CallSites:
             return None
         kwargs = []
         for k, v in pairs:
-            text = self._text(v, usable)
+            text = self._text(v, usable, site.known)
             if text is not None:
                 kwargs.append((k, text))
         return ArgumentSet(_where(entry, node), (), tuple(kwargs))
@@ -273,10 +309,15 @@ class CallSites:
         return out
 
     @staticmethod
-    def _text(node: ast.expr, usable: Container[str]) -> str | None:
+    def _text(node: ast.expr, usable: Container[str], known: _Known | None = None) -> str | None:
         """The expression's source when every name it loads is usable in the generated file
-        (no lambdas, comprehensions or walrus: their own names would need scoping). A table
-        looked up by a local key (``model_cfgs[variant]``) becomes the table's first value."""
+        (no lambdas, comprehensions or walrus: their own names would need scoping), each
+        ``known`` name first replaced by what it holds. A table looked up by a local key
+        (``model_cfgs[variant]``) becomes the table's first value."""
+        if known:
+            node = _substituted(node, known)
+            if node is None:
+                return None
         if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) \
                 and node.value.id in usable and CallSites._text(node.slice, usable) is None:
             return f"next(iter({node.value.id}.values()))"
@@ -306,33 +347,105 @@ class _Usable:
         return hit
 
 
-def _bound_in(scope: ast.AST) -> frozenset[str]:
-    """Names a function, lambda or class body binds locally (parameters, assignments, loop
-    and ``with`` targets, imports, nested definitions), minus its ``global`` declarations;
-    nested scopes' own bindings included, which only makes the check stricter."""
-    names: set[str] = set()
-    declared_global: set[str] = set()
+def _bindings(scope: ast.AST) -> tuple[frozenset[str], dict[str, int]]:
+    """(the names a function, lambda or class body binds locally: parameters, assignments,
+    loop and ``with`` targets, imports, nested definitions, minus its ``global``
+    declarations; how many times its body binds each). Nested scopes' own bindings are
+    included, which only makes the checks stricter; a name declared ``global`` or
+    ``nonlocal`` counts as bound more than once."""
+    params: set[str] = set()
     if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
         a = scope.args
-        for arg in (*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg):
-            if arg is not None:
-                names.add(arg.arg)
+        params = {p.arg for p in (*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg)
+                  if p is not None}
+    times: dict[str, int] = {}
+    declared_global: set[str] = set()
     body = scope.body if isinstance(scope.body, list) else [scope.body]  # type: ignore
     for st in body:
         for n in treewalk.walk(st):
-            if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load):
-                names.add(n.id)
-            elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                names.add(n.name)
-            elif isinstance(n, ast.arg):
-                names.add(n.arg)
-            elif isinstance(n, (ast.Import, ast.ImportFrom)):
-                names.update((al.asname or al.name).split(".")[0] for al in n.names)
-            elif isinstance(n, ast.ExceptHandler) and n.name:
-                names.add(n.name)
-            elif isinstance(n, ast.Global):
-                declared_global.update(n.names)
-    return frozenset(names - declared_global)
+            if isinstance(n, (ast.Global, ast.Nonlocal)):
+                if isinstance(n, ast.Global):
+                    declared_global.update(n.names)
+                for name in n.names:
+                    times[name] = times.get(name, 0) + 2
+            for name in _names_bound_by(n):
+                times[name] = times.get(name, 0) + 1
+    return frozenset((params | times.keys()) - declared_global), times
+
+
+def _names_bound_by(n: ast.AST) -> list[str]:
+    if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load):
+        return [n.id]
+    if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return [n.name]
+    if isinstance(n, ast.arg):
+        return [n.arg]
+    if isinstance(n, (ast.Import, ast.ImportFrom)):
+        return [(al.asname or al.name).split(".")[0] for al in n.names]
+    if isinstance(n, ast.ExceptHandler) and n.name:
+        return [n.name]
+    return []
+
+
+def _known_in(scope: ast.AST, outer: _Known, bound: frozenset[str],
+              times: dict[str, int]) -> _Known:
+    """What the names a function binds once hold when it runs with its own defaults: each
+    parameter with a default it never rebinds (``*args`` ``()``, ``**kwargs`` ``{}``), and
+    each local assigned once, by a plain ``name = value`` among the body's own statements;
+    the enclosing scopes' names it does not bind as they were. A default is read in the
+    enclosing scope, a local's value in the function's own. ``bound``, ``times``: the
+    scope's _bindings."""
+    known = {k: v for k, v in outer.items() if k not in bound}
+    if not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+        return known
+    a = scope.args
+    positional = [*a.posonlyargs, *a.args]
+    with_defaults = [*zip(positional[len(positional) - len(a.defaults):], a.defaults),
+                     *((p, d) for p, d in zip(a.kwonlyargs, a.kw_defaults) if d is not None)]
+    for p, default in with_defaults:
+        if p.arg not in times:
+            known[p.arg] = (default, outer)
+    if a.vararg is not None and a.vararg.arg not in times:
+        known[a.vararg.arg] = (ast.Tuple(elts=[], ctx=ast.Load()), {})
+    if a.kwarg is not None and a.kwarg.arg not in times:
+        known[a.kwarg.arg] = (ast.Dict(keys=[], values=[]), {})
+    params = {p.arg for p in (*positional, *a.kwonlyargs, a.vararg, a.kwarg) if p is not None}
+    for st in scope.body if isinstance(scope.body, list) else ():
+        target = value = None
+        if isinstance(st, ast.Assign) and len(st.targets) == 1:
+            target, value = st.targets[0], st.value
+        elif isinstance(st, ast.AnnAssign) and st.value is not None:
+            target, value = st.target, st.value
+        if isinstance(target, ast.Name) and target.id in bound and target.id not in params \
+                and times.get(target.id) == 1:
+            known[target.id] = (value, known)  # (read in the function's own scope)
+    return known
+
+
+class _Unreadable(Exception):
+    pass
+
+
+def _substituted(node: ast.expr, known: _Known, depth: int = 0) -> ast.expr | None:
+    """A copy of ``node`` with each name in ``known`` replaced by what it holds (read in
+    its own scope, at most _MAX_DEPTH deep); None when that goes deeper."""
+
+    class Replace(ast.NodeTransformer):
+        def visit_Name(self, n: ast.Name) -> ast.AST:
+            hit = known.get(n.id) if isinstance(n.ctx, ast.Load) else None
+            if hit is None:
+                return n
+            if depth >= _MAX_DEPTH:
+                raise _Unreadable(n.id)
+            value = _substituted(hit[0], hit[1], depth + 1)
+            if value is None:
+                raise _Unreadable(n.id)
+            return value
+
+    try:
+        return Replace().visit(copy.deepcopy(node))
+    except _Unreadable:
+        return None
 
 
 def file_names(code: str, definitions) -> set[str]:

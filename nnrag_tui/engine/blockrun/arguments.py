@@ -24,20 +24,28 @@ class NoGuess(Exception):
 
 def call_site_candidates(sets: list[dict], params, required, namespace: dict):
     """(args, kwargs, shown, hints) for each argument set whose expressions evaluate in the
-    block's module; an argument that does not is left out (a positional one ends the
-    positional run), and required parameters still missing get the usual guesses."""
+    block's module; an argument that does not is left out (the positional ones after it are
+    passed by keyword), and required parameters still missing get the usual guesses."""
     positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     out = []
     for cs in sets[:16]:
         args: list = []
         shown: dict = {}
+        kwargs: dict = {}
+        gap = False  # an argument left out: the later ones go by keyword
         for p, text in zip(positional, cs.get("args") or []):
             try:
-                args.append(eval(text, dict(namespace)))  # noqa: S307  (sandboxed corpus code)
+                value = eval(text, dict(namespace))  # noqa: S307  (sandboxed corpus code)
             except Exception:  # noqa: BLE001
-                break
+                gap = True
+                continue
+            if not gap:
+                args.append(value)
+            elif p.kind == p.POSITIONAL_OR_KEYWORD:
+                kwargs[p.name] = value
+            else:
+                continue
             shown[p.name] = short(text)
-        kwargs: dict = {}
         for k, text in (cs.get("kwargs") or {}).items():
             if k in shown:
                 continue
@@ -172,14 +180,15 @@ def _annotated_module_class(annotation, namespace: dict | None, nn):
 _MISSING = re.compile(r"missing \d+ required (?:positional|keyword-only) arguments?: (.+)")
 
 
-def amend_arguments(exc: BaseException, cls, params, kwargs: dict, shown: dict, c: int):
-    """(kwargs, shown) to try after a refused build, or None when the error says nothing to
-    amend:
+def amend_arguments(exc: BaseException, cls, params, args: tuple, kwargs: dict, shown: dict,
+                    c: int):
+    """(args, kwargs, shown) to try after a refused build, or None when the error says
+    nothing to amend:
 
     - ``'NoneType' object is not callable``: each layer parameter left at its default None
-      (timm's ``ConvNeXtStage(..., norm_layer=None)``), or one annotated as a callable or a
-      class (spikingjelly's ``CIFAR10Net(channels=128, spiking_neuron: callable = None)``),
-      gets ``nn.Identity``;
+      (timm's ``ConvNeXtStage(..., norm_layer=None)``) or passed None by the call site tried,
+      and each one annotated as a callable or a class (spikingjelly's ``CIFAR10Net(channels=
+      128, spiking_neuron: callable = None)``), gets ``nn.Identity``;
     - ``missing ... required argument(s)``, when the class passes its keywords on
       (``QuantizableBasicBlock(*args, **kwargs)``; googlenet's ``BasicConv2d(in_channels,
       out_channels, **kwargs)``, whose ``nn.Conv2d`` misses ``kernel_size``): each missing
@@ -192,12 +201,15 @@ def amend_arguments(exc: BaseException, cls, params, kwargs: dict, shown: dict, 
         return None
     text = safe_str(exc, 500)
     if "'NoneType' object is not callable" in text:
-        unset = [p.name for p in params if p.default is None and p.name not in kwargs
+        given = dict(zip((p.name for p in params), args), **kwargs)
+        unset = [p.name for p in params if given.get(p.name, p.default) is None
                  and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
                  and (_is_layer_name(p.name) or _names_a_callable(p.annotation))]
         if not unset:
             return None
-        return (dict(kwargs, **dict.fromkeys(unset, nn.Identity)),
+        passed = {p.name for p in params[:len(args)]}  # (positionally)
+        return (tuple(nn.Identity if p.name in unset else a for p, a in zip(params, args)),
+                dict(kwargs, **{n: nn.Identity for n in unset if n not in passed}),
                 dict(shown, **dict.fromkeys(unset, "nn.Identity")))
     m = _MISSING.search(text)
     if m is None or not any(p.kind == p.VAR_KEYWORD for p in params):
@@ -230,7 +242,7 @@ def amend_arguments(exc: BaseException, cls, params, kwargs: dict, shown: dict, 
             return None
         except Exception:  # noqa: BLE001  (a config class refused its guesses)
             return None
-    return kwargs, shown
+    return args, kwargs, shown
 
 
 def _names_a_callable(annotation) -> bool:

@@ -155,10 +155,10 @@ def stage_instantiate(job: dict, state: dict) -> dict:
                                                       f"{safe_str(exc, 300)}"})
             wants_seq = wants_seq or wants_sequence(exc)
             # keywords passed on to a base or a layer that misses some: tried next, with them
-            more = amend_arguments(exc, cls, params, kwargs, shown,
+            more = amend_arguments(exc, cls, params, args, kwargs, shown,
                                    hints.get("C") or SIZES[0])
             if more is not None:
-                candidates.insert(i, (args, *more, hints))
+                candidates.insert(i, (*more, hints))
             continue
         for k, v in kwargs.items():
             if isinstance(v, GuessedConfig):
