@@ -809,6 +809,63 @@ def test_a_none_the_block_calls_is_filled_where_the_annotation_says_it_takes_a_c
 
 
 @needs_torch
+def test_a_required_factory_that_may_be_none_gets_none_and_keywords_passed_on_get_none(
+        validator):
+    # spikingjelly's maxformer._DWCBlock(dim, kernel_size, mlp_ratio, spiking_neuron:
+    # Optional[Callable[..., BaseNode]], neuron_kwargs: Dict[str, Any]) builds its own LIFNode
+    # for a None neuron; the validator passed 64 for both (it read the annotation as
+    # "Optional") and never built it
+    r = check(validator, """
+        from typing import Any, Callable, Dict, Optional
+
+        import torch.nn as nn
+
+        def make_neuron(factory, kwargs):
+            return (nn.ReLU if factory is None else factory)(**kwargs)
+
+        class Block(nn.Module):
+            def __init__(self, dim: int, spiking_neuron: Optional[Callable[..., nn.Module]],
+                         neuron_kwargs: Dict[str, Any], act_kwargs):
+                super().__init__()
+                self.proj = nn.Linear(dim, dim)
+                self.sn = make_neuron(spiking_neuron, neuron_kwargs)
+                self.act = nn.GELU(**act_kwargs)
+
+            def forward(self, x):
+                return self.act(self.sn(self.proj(x)))
+        """, "Block")
+    assert r.level == "forward_ran", r.as_dict()
+    inst = r.stage("instantiate").detail
+    assert inst["args"] == {"dim": "64", "spiking_neuron": "None", "neuron_kwargs": "{}",
+                            "act_kwargs": "{}"}, inst
+
+
+@needs_torch
+def test_a_sequence_of_callables_or_classes_gets_one(validator):
+    # torchvision's Compose(transforms: Sequence[Callable]) was built with (64, 64, 64, 64)
+    # and failed forward; reading the annotation in full first left it unbuilt
+    r = check(validator, """
+        from typing import Callable, List, Sequence, Type
+
+        import torch.nn as nn
+
+        class Chain(nn.Module):
+            def __init__(self, transforms: Sequence[Callable], kinds: List[Type[nn.Module]]):
+                super().__init__()
+                self.transforms = transforms
+                self.layers = nn.ModuleList([k() for k in kinds])
+
+            def forward(self, x):
+                for t in [*self.transforms, *self.layers]:
+                    x = t(x)
+                return x
+        """, "Chain")
+    assert r.level == "forward_ran", r.as_dict()
+    assert r.stage("instantiate").detail["args"] == {"transforms": "[nn.Identity()]",
+                                                     "kinds": "[nn.Identity]"}
+
+
+@needs_torch
 def test_stage_depths_are_one_block_each(validator):
     # torchvision's SwinTransformer(..., depths: List[int], ...) was built with 64 blocks per
     # stage (256 in all, 15 s) where one each shows the same

@@ -248,21 +248,22 @@ def amend_arguments(exc: BaseException, cls, params, args: tuple, kwargs: dict, 
 def _names_a_callable(annotation) -> bool:
     """An annotation saying the parameter takes a callable or a class: ``callable``,
     ``Callable[...]``, ``Type[...]``, ``type``, also inside ``Optional[...]``."""
-    if annotation is inspect.Parameter.empty:
-        return False
-    text = annotation if isinstance(annotation, str) else (
-        annotation.__name__ if isinstance(annotation, type) or annotation is callable
-        else str(annotation))  # (``Optional[Callable]``'s ``__name__`` is "Optional")
-    text = text.replace("typing.", "").replace("collections.abc.", "")
+    text = _annotation_text(annotation)
     return bool(re.fullmatch(r"(Optional\[)?(callable|Callable|Type|type)\b.*", text))
 
 
 def _annotation_text(annotation) -> str:
+    """The annotation as written: a class by its name, a generic in full (``Optional[
+    Callable[..., Node]]``, not its ``__name__`` "Optional"), ``typing.`` left out."""
     if annotation is inspect.Parameter.empty:
         return ""
     if isinstance(annotation, str):
-        return annotation
-    return getattr(annotation, "__name__", None) or str(annotation)
+        text = annotation
+    elif isinstance(annotation, type) or typing.get_origin(annotation) is None:
+        text = getattr(annotation, "__name__", None) or str(annotation)
+    else:
+        text = str(annotation)
+    return text.replace("typing.", "").replace("collections.abc.", "")
 
 
 # a config object: these names, and any name with a word cfg or config (model_cfg, ...)
@@ -408,7 +409,7 @@ def _guess(name: str, annotation, c: int, nn):
     if _is_config_name(name):
         return GuessedConfig(c), "config()"
     value, text = _guess_scalar(name, annotation, c, nn)
-    ann = _annotation_text(annotation).replace("typing.", "")
+    ann = _annotation_text(annotation)
     if type(value) is int and re.match(r"(Tuple|List|Sequence|tuple|list)\b", ann):
         n = 2 if "size" in name or re.match(r"(Tuple|tuple)\[int, ?int\]$", ann) else 4
         return (value,) * n, repr((value,) * n)
@@ -418,9 +419,25 @@ def _guess(name: str, annotation, c: int, nn):
 def _guess_scalar(name: str, annotation, c: int, nn):
     n = name.lower()
     tokens = set(n.split("_"))
-    ann = _annotation_text(annotation).replace("typing.", "")
+    ann = _annotation_text(annotation)
     if n in _UNGUESSABLE:
         raise NoGuess(name)
+    # keywords passed on (spikingjelly's ``neuron_kwargs: Dict[str, Any]``): none
+    if n.endswith("kwargs") or re.match(r"(Dict|dict|Mapping|MutableMapping)\b", ann):
+        return {}, "{}"
+    # a factory that may be None (``spiking_neuron: Optional[Callable[..., BaseNode]]``):
+    # None, the block's own choice (spikingjelly builds its LIFNode); one the block calls
+    # gets nn.Identity next (amend_arguments)
+    if re.match(r"Optional\[(Callable|callable|Type|type)\b", ann):
+        return None, "None"
+    # a sequence of classes or callables (torchvision's ``Compose(transforms: Sequence[
+    # Callable])``, timm's ``NextStage(..., block_types: List[Type[nn.Module]])``): one
+    m = re.fullmatch(r"(?:Sequence|List|Iterable|Tuple|list|tuple)\[(.*)\]", ann)
+    if m is not None and re.match(r"(Type|type)\b", m.group(1)):
+        return [nn.Identity], "[nn.Identity]"
+    if m is not None and (re.match(r"(Callable|callable)\b", m.group(1))
+                          or "Module" in m.group(1)):
+        return [nn.Identity()], "[nn.Identity()]"
     # a compound name is what its last word says: cls_depth and cross_attn_depth are counts,
     # cross_attn_heads a head count, image_patch_size a patch size
     last = n.rsplit("_", 1)[-1]
