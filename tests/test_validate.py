@@ -845,13 +845,16 @@ def test_a_sequence_of_callables_or_classes_gets_one(validator):
     # torchvision's Compose(transforms: Sequence[Callable]) was built with (64, 64, 64, 64)
     # and failed forward; reading the annotation in full first left it unbuilt
     r = check(validator, """
-        from typing import Callable, List, Sequence, Type
+        from typing import Callable, List, Sequence, Type, Union
 
         import torch.nn as nn
 
         class Chain(nn.Module):
-            def __init__(self, transforms: Sequence[Callable], kinds: List[Type[nn.Module]]):
+            def __init__(self, transforms: Sequence[Callable], kinds: List[Type[nn.Module]],
+                         more: Union[Sequence[Callable], nn.ModuleList]):
                 super().__init__()
+                if not isinstance(more, (Sequence, nn.ModuleList)):
+                    raise TypeError("more must be a sequence of callables")
                 self.transforms = transforms
                 self.layers = nn.ModuleList([k() for k in kinds])
 
@@ -862,7 +865,8 @@ def test_a_sequence_of_callables_or_classes_gets_one(validator):
         """, "Chain")
     assert r.level == "forward_ran", r.as_dict()
     assert r.stage("instantiate").detail["args"] == {"transforms": "[nn.Identity()]",
-                                                     "kinds": "[nn.Identity]"}
+                                                     "kinds": "[nn.Identity]",
+                                                     "more": "[nn.Identity()]"}
 
 
 @needs_torch

@@ -431,8 +431,9 @@ def _guess_scalar(name: str, annotation, c: int, nn):
     if re.match(r"Optional\[(Callable|callable|Type|type)\b", ann):
         return None, "None"
     # a sequence of classes or callables (torchvision's ``Compose(transforms: Sequence[
-    # Callable])``, timm's ``NextStage(..., block_types: List[Type[nn.Module]])``): one
-    m = re.fullmatch(r"(?:Sequence|List|Iterable|Tuple|list|tuple)\[(.*)\]", ann)
+    # Callable])``, timm's ``NextStage(..., block_types: List[Type[nn.Module]])``), also as
+    # the first of a Union (``RandomApply(transforms: Union[Sequence[Callable], ModuleList])``)
+    m = re.match(r"(?:Union\[)?(?:Sequence|List|Iterable|Tuple|list|tuple)\[(.*)\]", ann)
     if m is not None and re.match(r"(Type|type)\b", m.group(1)):
         return [nn.Identity], "[nn.Identity]"
     if m is not None and (re.match(r"(Callable|callable)\b", m.group(1))
