@@ -756,20 +756,20 @@ def _compare_outputs(up, gen, hints, blockrun, torch, nn, result: dict, checked:
             probes += inputs.probe_inputs({"hints": hints}, up, nn)[:inputs.MAX_PROBES]
     up.eval()
     gen.eval()
-    for kind, shape, c in probes:
+    for kind, shape, c in probes:  # add_step_probes may append to it
         _seed(1)
         if kind == "none":
             args = []
-        elif kind == "index":
-            args = inputs.forward_args(freq, torch.randint(0, max(1, c), shape), kind, torch)
         else:
-            args = inputs.forward_args(freq, torch.randn(*shape), kind, torch)
+            args = inputs.forward_args(freq, inputs.probe_tensor(kind, shape, c, torch), kind,
+                                       torch)
         calls.append((False, 3, args))
         try:
             _seed(3)  # a forward may draw even in eval mode (a VAE's sampling)
             with torch.no_grad():
                 want = up(*_clone(args, torch))
-        except Exception:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001
+            inputs.add_step_probes(probes, (kind, shape, c), exc)
             # what upstream did before it raised (an ActNorm's first batch sets its weights,
             # as in gluonts' PICNN) the generated block must see too, or the next probe
             # compares two blocks in different states

@@ -1284,3 +1284,31 @@ def test_a_file_whose_call_site_arguments_do_not_pickle_is_not_run_alone(tmp_pat
     assert r["verdict"] == "same", r
     assert "eval alone" not in r["checked"], r
     assert any(n.startswith("not run alone") for n in r.get("notes", ())), r
+
+
+# spikingjelly's multi-step blocks: compared on their outputs only with a time-step axis
+MULTI_STEP = '''\
+from torch import nn
+
+
+class Steps(nn.Module):
+    def __init__(self, dim: int):
+        super().__init__()
+        self.conv = nn.Conv2d(dim, dim, 3, padding=1)
+        self.drop = nn.Dropout(0.5)
+
+    def forward(self, x):
+        if x.dim() != 5:
+            raise ValueError(f"expected x with shape [T, N, C, H, W], but got {x.shape}!")
+        return self.drop(self.conv(x.flatten(0, 1))).reshape(x.shape)
+'''
+
+
+def test_a_block_that_wants_a_time_step_axis_is_compared_on_its_outputs(tmp_path):
+    r = compare(tmp_path, MULTI_STEP, MULTI_STEP, "Steps")
+    assert r["verdict"] == "same", r
+    assert r["checked"][-2:] == ["eval", "train"] and r["input"] == [2, 2, 64, 32, 32], r
+    # a generated block that computes otherwise on that input differs
+    r = compare(tmp_path, MULTI_STEP.replace("self.drop(self.conv(", "self.drop(-self.conv("),
+                MULTI_STEP, "Steps")
+    assert r["verdict"] == "differs" and "eval output" in r["reason"], r

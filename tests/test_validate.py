@@ -1323,3 +1323,80 @@ def test_a_global_a_function_assigns_below_its_annotation_is_not_undefined(incre
     bad = source_stages(unset, "/tmp/ag.py", cache=cache)
     assert bad.verdicts[2].stage == "static" and not bad.verdicts[2].ok
     assert {u["name"] for u in bad.verdicts[2].detail["undefined"]} == {"PipeModel"}
+
+
+# spikingjelly's multi-step blocks take a leading time-step axis no listed probe has; their
+# forward says so ("expected x with shape [T, N, C, H, W]", or unpacks one name more than the
+# input has, or indexes one axis past it)
+MULTI_STEP = {
+    "named axes": ("""
+        import torch.nn as nn
+
+        class Block(nn.Module):
+            def __init__(self, dim):
+                super().__init__()
+                self.fc = nn.Conv1d(dim, dim, 1)
+
+            def forward(self, x):
+                if x.dim() != 5:
+                    raise ValueError(f"expected x with shape [T, N, C, H, W], but got x with "
+                                     f"shape {x.shape}!")
+                T, N, C, H, W = x.shape
+                return self.fc(x.flatten(0, 1).flatten(2)).reshape(x.shape)
+        """, [2, 2, 64, 32, 32]),
+    "unpacked": ("""
+        import torch.nn as nn
+
+        class Block(nn.Module):
+            def __init__(self, dim):
+                super().__init__()
+                self.conv = nn.Conv2d(dim, dim, 3, padding=1)
+
+            def forward(self, x):
+                T, B, C, H, W = x.shape
+                return self.conv(x.flatten(0, 1)).reshape(T, B, C, H, W)
+        """, [2, 2, 64, 32, 32]),
+    "indexed past": ("""
+        import torch.nn as nn
+
+        class Block(nn.Module):
+            def __init__(self, dim):
+                super().__init__()
+                self.fc = nn.Conv1d(dim, dim, 1)
+
+            def forward(self, x):
+                x = x.transpose(2, 3).transpose(2, 3)
+                return self.fc(x.flatten(0, 1)).reshape(x.shape)
+        """, [2, 2, 64, 16]),
+}
+
+
+@needs_torch
+@pytest.mark.parametrize("shape", list(MULTI_STEP))
+def test_a_forward_that_wants_a_time_step_axis_gets_one(validator, shape):
+    source, given = MULTI_STEP[shape]
+    r = check(validator, source, "Block")
+    assert r.level == "forward_ran", r.as_dict()
+    forward = r.stage("forward").detail
+    assert forward["input"] == [given] and forward["output"] == [given], forward
+
+
+@needs_torch
+def test_a_time_step_axis_comes_only_after_the_listed_probes(validator):
+    # the first probe (tokens, 2x16x64) is indexed one axis past; an added time-step axis
+    # would run, but a listed probe that runs (2x8x8x64) still comes first
+    r = check(validator, """
+        import torch.nn as nn
+
+        class Grid(nn.Module):
+            def __init__(self, dim):
+                super().__init__()
+                self.norm = nn.LayerNorm(dim)
+
+            def forward(self, x):
+                assert x.size(3) > 0
+                return self.norm(x)
+        """, "Grid")
+    assert r.level == "forward_ran", r.as_dict()
+    forward = r.stage("forward").detail
+    assert forward["input"] == [[2, 8, 8, 64]] and forward["attempts"] == 4, forward

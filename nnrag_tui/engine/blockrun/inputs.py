@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import inspect
 import math
+import re
 
 from .errors import safe_str
 
@@ -122,6 +123,61 @@ def probe_inputs(state: dict, module, nn) -> list[tuple[str, tuple, int]]:
     return out
 
 
+# what an error says of the rank its forward wants: the axes by letter (spikingjelly's
+# "expected x with shape [T, N, C, H, W]"), the rank itself ("expected 5D input"), an index
+# one past the last axis ("expected to be in range of [-4, 3], but got 4"), or a shape
+# unpacked into one more name than it has ("T, B, C, H, W = x.shape")
+_AXES_BY_LETTER = re.compile(r"\[([A-Z]\w*(?:, ?[A-Z]\w*)+)\]")
+_RANK = re.compile(r"expected (\d)D input")
+_INDEX_PAST = re.compile(r"Dimension out of range \(expected to be in range of \[-(\d+), \d+\], "
+                         r"but got (\d+)\)")
+_UNPACKED = re.compile(r"not enough values to unpack \(expected (\d+), got (\d+)\)")
+STEPS = 2  # the leading axis added: time steps (spikingjelly's multi-step mode), kept small
+STEP_PROBES_PER_RANK = 2
+MAX_STEP_PROBES = 6
+_STEP = "steps+"  # a probe's kind with that axis added: "steps+nchw"
+
+
+def wanted_ranks(exc: BaseException, rank: int) -> set[int]:
+    """The ranks ``exc`` says the forward wants, given an input of rank ``rank``."""
+    msg = safe_str(exc, 500)
+    ranks = {len(m.split(",")) for m in _AXES_BY_LETTER.findall(msg)}
+    ranks |= {int(m) for m in _RANK.findall(msg)}
+    if any(int(n) == rank and int(got) == rank for n, got in _INDEX_PAST.findall(msg)):
+        ranks.add(rank + 1)
+    ranks |= {int(want) for want, got in _UNPACKED.findall(msg) if int(got) == rank}
+    return ranks
+
+
+def add_step_probes(probes: list[tuple[str, tuple, int]], probe: tuple[str, tuple, int],
+                    exc: BaseException) -> None:
+    """Append to ``probes`` inputs with a leading axis of ``STEPS`` when ``probe``'s error says
+    the forward wants one more axis than some probe has (a multi-step spiking block's
+    ``[T, N, C, H, W]``): the first ``STEP_PROBES_PER_RANK`` probes of that rank, ``probe``
+    first, each given the axis. They go after the listed probes, which they cannot displace,
+    and at most ``MAX_STEP_PROBES`` of them."""
+    ranks = wanted_ranks(exc, len(probe[1]))
+    if probe[0] == "none" or not ranks:
+        return
+    listed = [p for p in (probe, *probes) if p[0] != "none" and not p[0].startswith(_STEP)]
+    for rank in sorted(ranks):
+        fitting = dict.fromkeys(p for p in listed if len(p[1]) + 1 == rank)
+        for kind, shape, c in list(fitting)[:STEP_PROBES_PER_RANK]:
+            stepped = (_STEP + kind, (STEPS, *shape), c)
+            if stepped in probes:
+                continue
+            if sum(k.startswith(_STEP) for k, _, _ in probes) >= MAX_STEP_PROBES:
+                return
+            probes.append(stepped)
+
+
+def probe_tensor(kind: str, shape: tuple, c: int, torch):
+    """The input a probe describes: indices below ``c`` for an embedding, else normal noise."""
+    if kind.removeprefix(_STEP) == "index":
+        return torch.randint(0, max(1, c), shape)
+    return torch.randn(*shape)
+
+
 _SPATIAL_INT = {"h", "w", "height", "width", "H", "W"}
 _SPATIAL_TUPLE = {"hw_shape", "feat_size", "size", "shape", "input_size", "hw", "x_size",
                   "spatial_shape", "resolution", "hw_size", "feat_shape", "image_size"}
@@ -131,15 +187,18 @@ TARGET_NAMES = {"target", "targets", "label", "labels", "y", "gt", "y_true"}
 def forward_args(sig_params, x, kind, torch):
     """Arguments for forward given the probe tensor; None when a parameter has no guess."""
     args = []
+    shape = x.shape
+    if kind.startswith(_STEP):  # the sizes are those of one step
+        kind, shape = kind.removeprefix(_STEP), shape[1:]
     for p in sig_params:
         n = p.name
         if n in _SPATIAL_INT or n.lower() in _SPATIAL_INT:
-            args.append(x.shape[2] if kind == "nchw" else math.isqrt(x.shape[1]))
+            args.append(shape[2] if kind == "nchw" else math.isqrt(shape[1]))
         elif n in _SPATIAL_TUPLE:
             if kind == "nchw":
-                args.append((x.shape[2], x.shape[3]))
+                args.append((shape[2], shape[3]))
             else:
-                s = math.isqrt(x.shape[1])
+                s = math.isqrt(shape[1])
                 args.append((s, s))
         elif n.lower() in ("mask", "attn_mask", "attention_mask", "key_padding_mask"):
             args.append(None)

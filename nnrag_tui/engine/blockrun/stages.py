@@ -24,11 +24,13 @@ from .errors import StageFailed, describe, safe_str
 from .inputs import (
     MAX_PROBES,
     TARGET_NAMES,
+    add_step_probes,
     forward_args,
     forward_required,
     not_about_shapes,
     optional_input,
     probe_inputs,
+    probe_tensor,
 )
 
 MODULE_NAME = "nnrag_block"  # the block's module, in sys.modules (dataclasses look it up)
@@ -210,16 +212,13 @@ def stage_forward(job: dict, state: dict) -> dict:
     else:
         probes = probe_inputs(state, module, nn)[:MAX_PROBES]
     first_exc = None
-    for kind, shape, c in probes:
+    for kind, shape, c in probes:  # add_step_probes may append to it
         if attempts and time.perf_counter() - t0 > budget:
             break
         if kind == "none":
             x, args = None, []
-        elif kind == "index":
-            x = torch.randint(0, max(1, c), shape)
-            args = forward_args(required, x, kind, torch)
         else:
-            x = torch.randn(*shape)
+            x = probe_tensor(kind, shape, c, torch)
             args = forward_args(required, x, kind, torch)
         variants = [args]
         targets = [i for i, p in enumerate(required) if p.name.lower() in TARGET_NAMES]
@@ -241,6 +240,7 @@ def stage_forward(job: dict, state: dict) -> dict:
                 if not_about_shapes(exc) and kind != "none":
                     raise StageFailed(describe(exc), {"attempts": attempts,
                                                       "probes": len(attempts)}) from None
+                add_step_probes(probes, (kind, shape, c), exc)
                 continue
             return {"input": [list(shape)] if shape else [], "input_kind": kind,
                     "args": len(a), "output": out_shapes(out, torch),
