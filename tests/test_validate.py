@@ -1400,3 +1400,29 @@ def test_a_time_step_axis_comes_only_after_the_listed_probes(validator):
     assert r.level == "forward_ran", r.as_dict()
     forward = r.stage("forward").detail
     assert forward["input"] == [[2, 8, 8, 64]] and forward["attempts"] == 4, forward
+
+
+@needs_torch
+def test_a_guess_the_constructor_calls_as_a_factory_gets_identity(validator):
+    # masnn's _MaFcBlock(in_features, out_features, ..., cell_factory) is unannotated: the
+    # guess 64 was called, "'int' object is not callable"
+    r = check(validator, """
+        import torch.nn as nn
+
+        def make(width, block_fn):
+            return nn.Sequential(nn.Linear(width, width), block_fn())
+
+        class Cell(nn.Module):
+            def __init__(self, in_features, cell_factory, block_fn):
+                super().__init__()
+                self.fc = nn.Linear(in_features, in_features)
+                self.cell = cell_factory()
+                self.body = make(in_features, block_fn)
+
+            def forward(self, x):
+                return self.body(self.cell(self.fc(x)))
+        """, "Cell")
+    assert r.level == "forward_ran", r.as_dict()
+    assert r.stage("instantiate").detail["args"] == {"in_features": "64",
+                                                     "cell_factory": "nn.Identity",
+                                                     "block_fn": "nn.Identity"}

@@ -189,6 +189,9 @@ def amend_arguments(exc: BaseException, cls, params, args: tuple, kwargs: dict, 
       (timm's ``ConvNeXtStage(..., norm_layer=None)``) or passed None by the call site tried,
       and each one annotated as a callable or a class (spikingjelly's ``CIFAR10Net(channels=
       128, spiking_neuron: callable = None)``), gets ``nn.Identity``;
+    - ``'int' object is not callable`` (or another guess's type): each argument given that
+      the raising line calls (masnn's unannotated ``cell_factory``, guessed 64) gets
+      ``nn.Identity``;
     - ``missing ... required argument(s)``, when the class passes its keywords on
       (``QuantizableBasicBlock(*args, **kwargs)``; googlenet's ``BasicConv2d(in_channels,
       out_channels, **kwargs)``, whose ``nn.Conv2d`` misses ``kernel_size``): each missing
@@ -200,17 +203,14 @@ def amend_arguments(exc: BaseException, cls, params, args: tuple, kwargs: dict, 
     if not isinstance(exc, TypeError):
         return None
     text = safe_str(exc, 500)
+    given = dict(zip((p.name for p in params), args), **kwargs)
     if "'NoneType' object is not callable" in text:
-        given = dict(zip((p.name for p in params), args), **kwargs)
         unset = [p.name for p in params if given.get(p.name, p.default) is None
                  and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
                  and (_is_layer_name(p.name) or _names_a_callable(p.annotation))]
-        if not unset:
-            return None
-        passed = {p.name for p in params[:len(args)]}  # (positionally)
-        return (tuple(nn.Identity if p.name in unset else a for p, a in zip(params, args)),
-                dict(kwargs, **{n: nn.Identity for n in unset if n not in passed}),
-                dict(shown, **dict.fromkeys(unset, "nn.Identity")))
+        return _with_identity(unset, params, args, kwargs, shown)
+    if _NOT_CALLABLE.search(text):
+        return _with_identity(_called_guesses(exc, given), params, args, kwargs, shown)
     m = _MISSING.search(text)
     if m is None or not any(p.kind == p.VAR_KEYWORD for p in params):
         return None
@@ -243,6 +243,44 @@ def amend_arguments(exc: BaseException, cls, params, args: tuple, kwargs: dict, 
         except Exception:  # noqa: BLE001  (a config class refused its guesses)
             return None
     return args, kwargs, shown
+
+
+# a guess (64, 'same', (64, 64)) the constructor called as a factory: masnn's unannotated
+# ``_MaFcBlock(..., cell_factory)`` runs ``self.cell = cell_factory()``
+_NOT_CALLABLE = re.compile(r"'(int|float|str|bool|tuple|list|dict)' object is not callable")
+
+
+def _called_guesses(exc: BaseException, given: dict) -> list[str]:
+    """The given arguments the line that raised ``exc`` calls (``name(``) and that are no
+    callables, read from the innermost frame holding one of them."""
+    import linecache
+
+    frames = []
+    tb = exc.__traceback__
+    while tb is not None:
+        frames.append((tb.tb_frame, tb.tb_lineno))
+        tb = tb.tb_next
+    for frame, line in reversed(frames):
+        text = linecache.getline(frame.f_code.co_filename, line)
+        called = [n for n in re.findall(r"\b(\w+)\s*\(", text)
+                  if n in given and n in frame.f_locals and frame.f_locals[n] is given[n]
+                  and not callable(given[n])]
+        if called:
+            return called
+    return []
+
+
+def _with_identity(names: list[str], params, args: tuple, kwargs: dict, shown: dict):
+    """(args, kwargs, shown) with ``nn.Identity`` for the parameters ``names``, passed where
+    they were (positionally or by keyword), or None when there are none."""
+    from torch import nn
+
+    if not names:
+        return None
+    passed = {p.name for p in params[:len(args)]}  # (positionally)
+    return (tuple(nn.Identity if p.name in names else a for p, a in zip(params, args)),
+            dict(kwargs, **{n: nn.Identity for n in names if n not in passed}),
+            dict(shown, **dict.fromkeys(names, "nn.Identity")))
 
 
 def _names_a_callable(annotation) -> bool:
