@@ -353,11 +353,7 @@ def _bindings(scope: ast.AST) -> tuple[frozenset[str], dict[str, int]]:
     declarations; how many times its body binds each). Nested scopes' own bindings are
     included, which only makes the checks stricter; a name declared ``global`` or
     ``nonlocal`` counts as bound more than once."""
-    params: set[str] = set()
-    if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-        a = scope.args
-        params = {p.arg for p in (*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg)
-                  if p is not None}
+    params = _parameters(scope)
     times: dict[str, int] = {}
     declared_global: set[str] = set()
     body = scope.body if isinstance(scope.body, list) else [scope.body]  # type: ignore
@@ -371,6 +367,15 @@ def _bindings(scope: ast.AST) -> tuple[frozenset[str], dict[str, int]]:
             for name in _names_bound_by(n):
                 times[name] = times.get(name, 0) + 1
     return frozenset((params | times.keys()) - declared_global), times
+
+
+def _parameters(scope: ast.AST) -> set[str]:
+    """The parameters of a function or lambda; none for a class body."""
+    if not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+        return set()
+    a = scope.args
+    return {p.arg for p in (*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg)
+            if p is not None}
 
 
 def _names_bound_by(n: ast.AST) -> list[str]:
@@ -409,7 +414,7 @@ def _known_in(scope: ast.AST, outer: _Known, bound: frozenset[str],
         known[a.vararg.arg] = (ast.Tuple(elts=[], ctx=ast.Load()), {})
     if a.kwarg is not None and a.kwarg.arg not in times:
         known[a.kwarg.arg] = (ast.Dict(keys=[], values=[]), {})
-    params = {p.arg for p in (*positional, *a.kwonlyargs, a.vararg, a.kwarg) if p is not None}
+    params = _parameters(scope)
     for st in scope.body if isinstance(scope.body, list) else ():
         target = value = None
         if isinstance(st, ast.Assign) and len(st.targets) == 1:
@@ -428,7 +433,10 @@ class _Unreadable(Exception):
 
 def _substituted(node: ast.expr, known: _Known, depth: int = 0) -> ast.expr | None:
     """A copy of ``node`` with each name in ``known`` replaced by what it holds (read in
-    its own scope, at most _MAX_DEPTH deep); None when that goes deeper."""
+    its own scope, at most _MAX_DEPTH deep); None when that goes deeper; ``node`` itself
+    when it names nothing ``known`` holds (the callers only read it)."""
+    if not any(isinstance(n, ast.Name) and n.id in known for n in treewalk.walk(node)):
+        return node
 
     class Replace(ast.NodeTransformer):
         def visit_Name(self, n: ast.Name) -> ast.AST:
