@@ -368,7 +368,19 @@ def _same(a, b, torch, path="output") -> None:
 
 
 def _clone(args, torch):
-    return [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
+    """A copy of the argument list for one call: each tensor cloned, also inside a list,
+    tuple or dict (``[x]`` for a ``List[Tensor]`` parameter), so that a forward changing its
+    input in place leaves the other side's alone."""
+    def one(a):
+        if isinstance(a, torch.Tensor):
+            return a.clone()
+        if type(a) in (list, tuple):
+            return type(a)(one(v) for v in a)
+        if type(a) is dict:
+            return {k: one(v) for k, v in a.items()}
+        return a
+
+    return [one(a) for a in args]
 
 
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
@@ -756,13 +768,7 @@ def _compare_outputs(up, gen, hints, blockrun, torch, nn, result: dict, checked:
             probes += inputs.probe_inputs({"hints": hints}, up, nn)[:inputs.MAX_PROBES]
     up.eval()
     gen.eval()
-    for kind, shape, c in probes:  # add_step_probes may append to it
-        _seed(1)
-        if kind == "none":
-            args = []
-        else:
-            args = inputs.forward_args(freq, inputs.probe_tensor(kind, shape, c, torch), kind,
-                                       torch)
+    for kind, shape, c, args in _probe_calls(probes, freq, inputs, torch):
         calls.append((False, 3, args))
         try:
             _seed(3)  # a forward may draw even in eval mode (a VAE's sampling)
@@ -803,6 +809,21 @@ def _compare_outputs(up, gen, hints, blockrun, torch, nn, result: dict, checked:
         same(want, got, "train output")
         return result | {"checked": checked + ["eval", "train"], "input": list(shape)}
     return result | {"checked": checked, "note": "no probe input runs the upstream forward"}
+
+
+def _probe_calls(probes, freq, inputs, torch):
+    """(kind, shape, channels, arguments) for each probe and each of its argument lists
+    (``forward_variants``), as the validator tries them; ``probes`` may grow meanwhile
+    (``add_step_probes``). Each probe's tensor is drawn after seeding the generator alike."""
+    for kind, shape, c in probes:
+        _seed(1)
+        if kind == "none":
+            yield kind, shape, c, []
+            continue
+        variants = inputs.forward_variants(freq, inputs.probe_tensor(kind, shape, c, torch),
+                                           kind, torch)
+        for args in variants:
+            yield kind, shape, c, args
 
 
 def _built_again(cls, args, kwargs, first):

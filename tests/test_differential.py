@@ -1312,3 +1312,35 @@ def test_a_block_that_wants_a_time_step_axis_is_compared_on_its_outputs(tmp_path
     r = compare(tmp_path, MULTI_STEP.replace("self.drop(self.conv(", "self.drop(-self.conv("),
                 MULTI_STEP, "Steps")
     assert r["verdict"] == "differs" and "eval output" in r["reason"], r
+
+
+# torchvision's detection heads take ``x: List[Tensor]``; this one also changes its input in
+# place, which must not reach the other side's call
+LIST_INPUT = '''\
+from typing import List
+
+import torch
+from torch import Tensor, nn
+
+
+class Heads(nn.Module):
+    def __init__(self, in_channels: int):
+        super().__init__()
+        self.conv = nn.Conv2d(in_channels, 4, 3, padding=1)
+
+    def forward(self, x: List[Tensor]):
+        out = []
+        for features in x:
+            N, _, H, W = features.shape
+            out.append(self.conv(features.mul_(2)).view(N, -1))
+        return torch.cat(out, dim=1)
+'''
+
+
+def test_a_block_taking_a_list_of_tensors_is_compared_on_its_outputs(tmp_path):
+    r = compare(tmp_path, LIST_INPUT, LIST_INPUT, "Heads")
+    assert r["verdict"] == "same", r
+    assert r["checked"][-2:] == ["eval", "train"] and r["input"] == [2, 64, 32, 32], r
+    r = compare(tmp_path, LIST_INPUT.replace("features.mul_(2)", "features.mul_(3)"),
+                LIST_INPUT, "Heads")
+    assert r["verdict"] == "differs" and "eval output" in r["reason"], r

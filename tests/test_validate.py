@@ -1426,3 +1426,30 @@ def test_a_guess_the_constructor_calls_as_a_factory_gets_identity(validator):
     assert r.stage("instantiate").detail["args"] == {"in_features": "64",
                                                      "cell_factory": "nn.Identity",
                                                      "block_fn": "nn.Identity"}
+
+
+@needs_torch
+def test_a_forward_taking_a_list_or_dict_of_tensors_gets_one(validator):
+    # torchvision's RetinaNetClassificationHead.forward(self, x: List[Tensor]) unpacked each
+    # probe's rows: "not enough values to unpack (expected 4, got 3)"
+    r = check(validator, """
+        from typing import Dict, List
+
+        import torch
+        import torch.nn as nn
+        from torch import Tensor
+
+        class Head(nn.Module):
+            def __init__(self, in_channels):
+                super().__init__()
+                self.conv = nn.Conv2d(in_channels, 4, 3, padding=1)
+
+            def forward(self, x: List[Tensor], named: Dict[str, torch.Tensor]):
+                out = []
+                for features in [*x, *named.values()]:
+                    N, _, H, W = features.shape
+                    out.append(self.conv(features).view(N, -1))
+                return torch.cat(out, dim=1)
+        """, "Head")
+    assert r.level == "forward_ran", r.as_dict()
+    assert r.stage("forward").detail["output"] == [[2, 2 * 4 * 32 * 32]]

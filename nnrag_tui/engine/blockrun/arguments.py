@@ -286,11 +286,11 @@ def _with_identity(names: list[str], params, args: tuple, kwargs: dict, shown: d
 def _names_a_callable(annotation) -> bool:
     """An annotation saying the parameter takes a callable or a class: ``callable``,
     ``Callable[...]``, ``Type[...]``, ``type``, also inside ``Optional[...]``."""
-    text = _annotation_text(annotation)
+    text = annotation_text(annotation)
     return bool(re.fullmatch(r"(Optional\[)?(callable|Callable|Type|type)\b.*", text))
 
 
-def _annotation_text(annotation) -> str:
+def annotation_text(annotation) -> str:
     """The annotation as written: a class by its name, a generic in full (``Optional[
     Callable[..., Node]]``, not its ``__name__`` "Optional"), ``typing.`` left out."""
     if annotation is inspect.Parameter.empty:
@@ -447,7 +447,7 @@ def _guess(name: str, annotation, c: int, nn):
     if _is_config_name(name):
         return GuessedConfig(c), "config()"
     value, text = _guess_scalar(name, annotation, c, nn)
-    ann = _annotation_text(annotation)
+    ann = annotation_text(annotation)
     if type(value) is int and re.match(r"(Tuple|List|Sequence|tuple|list)\b", ann):
         n = 2 if "size" in name or re.match(r"(Tuple|tuple)\[int, ?int\]$", ann) else 4
         return (value,) * n, repr((value,) * n)
@@ -457,7 +457,7 @@ def _guess(name: str, annotation, c: int, nn):
 def _guess_scalar(name: str, annotation, c: int, nn):
     n = name.lower()
     tokens = set(n.split("_"))
-    ann = _annotation_text(annotation)
+    ann = annotation_text(annotation)
     if n in _UNGUESSABLE:
         raise NoGuess(name)
     # keywords passed on (spikingjelly's ``neuron_kwargs: Dict[str, Any]``): none

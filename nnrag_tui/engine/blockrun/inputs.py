@@ -8,6 +8,7 @@ import inspect
 import math
 import re
 
+from .arguments import annotation_text
 from .errors import safe_str
 
 
@@ -207,6 +208,40 @@ def forward_args(sig_params, x, kind, torch):
         else:
             args.append(x)
     return args
+
+
+# a parameter that takes several tensors: torchvision's detection heads' ``forward(self, x:
+# List[Tensor])``, timm's ``DlaRoot.forward(self, x_children: List[torch.Tensor])``, an FPN's
+# ``Dict[str, Tensor]``
+_TENSORS = re.compile(r"(?:Optional\[)?(?:List|Sequence|Tuple|Iterable|list|tuple)\[(?:torch\.)?"
+                      r"Tensor\b")
+_TENSORS_BY_NAME = re.compile(r"(?:Optional\[)?(?:Dict|OrderedDict|Mapping|dict)\[str, ?"
+                              r"(?:torch\.)?Tensor\]")
+
+
+def forward_variants(sig_params, x, kind, torch) -> list[list]:
+    """The argument lists to try with the probe ``x``, most plausible first: ``forward_args``;
+    then, where a parameter is a target and ``x`` is (N, C), class indices for it; then, where
+    a parameter is annotated as a list or dict of tensors, ``[x]`` or ``{"0": x}`` for it
+    (after the plain call, so a block that takes the tensor itself keeps its input)."""
+    args = forward_args(sig_params, x, kind, torch)
+    out = [args]
+    targets = [i for i, p in enumerate(sig_params) if p.name.lower() in TARGET_NAMES]
+    if targets and x is not None and x.dim() == 2:
+        alt = list(args)
+        for i in targets:
+            alt[i] = torch.randint(0, x.shape[1], (x.shape[0],))
+        out.append(alt)
+    wrapped = list(args)
+    for i, p in enumerate(sig_params):
+        text = annotation_text(p.annotation)
+        if wrapped[i] is x and _TENSORS.match(text):
+            wrapped[i] = [x]
+        elif wrapped[i] is x and _TENSORS_BY_NAME.match(text):
+            wrapped[i] = {"0": x}
+    if any(a is not b for a, b in zip(wrapped, args)):
+        out.append(wrapped)
+    return out
 
 
 def entry_point(module):

@@ -23,10 +23,9 @@ from .arguments import (
 from .errors import StageFailed, describe, safe_str
 from .inputs import (
     MAX_PROBES,
-    TARGET_NAMES,
     add_step_probes,
-    forward_args,
     forward_required,
+    forward_variants,
     not_about_shapes,
     optional_input,
     probe_inputs,
@@ -216,17 +215,10 @@ def stage_forward(job: dict, state: dict) -> dict:
         if attempts and time.perf_counter() - t0 > budget:
             break
         if kind == "none":
-            x, args = None, []
+            variants: list[list] = [[]]
         else:
-            x = probe_tensor(kind, shape, c, torch)
-            args = forward_args(required, x, kind, torch)
-        variants = [args]
-        targets = [i for i, p in enumerate(required) if p.name.lower() in TARGET_NAMES]
-        if targets and x is not None and x.dim() == 2:
-            alt = list(args)
-            for i in targets:
-                alt[i] = torch.randint(0, x.shape[1], (x.shape[0],))
-            variants.append(alt)
+            variants = forward_variants(required, probe_tensor(kind, shape, c, torch), kind,
+                                        torch)
         for a in variants:
             try:
                 with torch.no_grad():
