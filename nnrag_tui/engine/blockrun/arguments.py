@@ -8,6 +8,7 @@ torch only."""
 from __future__ import annotations
 
 import inspect
+import linecache
 import re
 import sys
 import types
@@ -253,8 +254,6 @@ _NOT_CALLABLE = re.compile(r"'(int|float|str|bool|tuple|list|dict)' object is no
 def _called_guesses(exc: BaseException, given: dict) -> list[str]:
     """The given arguments the line that raised ``exc`` calls (``name(``) and that are no
     callables, read from the innermost frame holding one of them."""
-    import linecache
-
     frames = []
     tb = exc.__traceback__
     while tb is not None:
