@@ -1430,7 +1430,7 @@ def test_a_guess_the_constructor_calls_as_a_factory_gets_identity(validator):
 
 @needs_torch
 def test_a_forward_taking_a_list_or_dict_of_tensors_gets_one(validator):
-    # torchvision's RetinaNetClassificationHead.forward(self, x: List[Tensor]) unpacked each
+    # torchvision's FCOSClassificationHead.forward(self, x: List[Tensor]) unpacked each
     # probe's rows: "not enough values to unpack (expected 4, got 3)"
     r = check(validator, """
         from typing import Dict, List
@@ -1453,3 +1453,28 @@ def test_a_forward_taking_a_list_or_dict_of_tensors_gets_one(validator):
         """, "Head")
     assert r.level == "forward_ran", r.as_dict()
     assert r.stage("forward").detail["output"] == [[2, 2 * 4 * 32 * 32]]
+
+
+def test_a_forward_typed_by_a_type_comment_gets_what_the_comment_says(validator):
+    # torchvision's RetinaNetClassificationHead says List[Tensor] in a PEP 484 type comment
+    # only, "def forward(self, x):  # type: (list[Tensor]) -> Tensor"
+    r = check(validator, """
+        import torch
+        import torch.nn as nn
+        from torch import Tensor
+
+        class Head(nn.Module):
+            def __init__(self, in_channels):
+                super().__init__()
+                self.conv = nn.Conv2d(in_channels, 4, 3, padding=1)
+
+            def forward(self, x, scale=1.0):
+                # type: (list[Tensor], float) -> Tensor
+                out = []
+                for features in x:
+                    N, _, H, W = features.shape
+                    out.append(self.conv(features).view(N, -1) * scale)
+                return torch.cat(out, dim=1)
+        """, "Head")
+    assert r.level == "forward_ran", r.as_dict()
+    assert r.stage("forward").detail["output"] == [[2, 4 * 32 * 32]]

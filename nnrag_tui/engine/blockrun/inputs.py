@@ -4,9 +4,11 @@ expects (an image, tokens, indices), at a few sizes, and the values of its other
 
 from __future__ import annotations
 
+import ast
 import inspect
 import math
 import re
+import textwrap
 
 from .arguments import annotation_text
 from .errors import safe_str
@@ -269,10 +271,44 @@ def entry_point(module):
     return getattr(module, "forward", module)
 
 
+def entry_signature(module) -> inspect.Signature:
+    """The signature of ``entry_point(module)``, a parameter without an annotation taking the
+    one its function's type comment gives (torchvision's RetinaNet heads: ``def forward(self,
+    x):`` then ``# type: (list[Tensor]) -> Tensor``). Raises as ``inspect.signature`` does."""
+    fn = entry_point(module)
+    sig = inspect.signature(fn)
+    types = _comment_types(fn)
+    params = list(sig.parameters.values())
+    if types is None or len(types) != len(params):
+        return sig
+    return sig.replace(parameters=[
+        p.replace(annotation=t) if p.annotation is p.empty else p
+        for p, t in zip(params, types)])
+
+
+def _comment_types(fn) -> list[str] | None:
+    """The parameter types a function's PEP 484 type comment gives, as written (``self``
+    left out, as the comment leaves it out); None without one or without its source."""
+    try:
+        source = textwrap.dedent(inspect.getsource(fn))
+        tree = ast.parse(source, type_comments=True)
+    except (OSError, TypeError, SyntaxError, ValueError):
+        return None
+    node = tree.body[0] if tree.body else None
+    comment = getattr(node, "type_comment", None)
+    if not comment:
+        return None
+    try:
+        func_type = ast.parse(comment, mode="func_type")
+    except SyntaxError:
+        return None
+    return [ast.unparse(t) for t in func_type.argtypes]
+
+
 def forward_required(module) -> list[inspect.Parameter]:
     """The positional parameters ``module``'s forward needs (``*args`` alone counts as one)."""
     try:
-        params = list(inspect.signature(entry_point(module)).parameters.values())
+        params = list(entry_signature(module).parameters.values())
     except (TypeError, ValueError):
         params = []
     required = [p for p in params if p.default is inspect.Parameter.empty
@@ -287,7 +323,7 @@ def optional_input(module) -> list[inspect.Parameter]:
     (transformers' ``forward(self, input_ids=None, attention_mask=None, ...)``), as the one
     to feed when a call without arguments fails."""
     try:
-        params = list(inspect.signature(entry_point(module)).parameters.values())
+        params = list(entry_signature(module).parameters.values())
     except (TypeError, ValueError):
         return []
     return [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)][:1]
