@@ -579,6 +579,7 @@ def compare(job: dict, blockrun) -> dict:
     if [c[2] for c in up_cands] != [c[2] for c in gen_cands]:
         raise _Differs("the corpus's argument sets evaluate differently in the two modules")
     up = None
+    last_exc = None
     i = 0
     while i < len(up_cands):
         (ua, uk, shown, hints), (ga, gk, _, _) = up_cands[i], gen_cands[i]
@@ -587,6 +588,7 @@ def compare(job: dict, blockrun) -> dict:
         try:
             up = up_cls(*ua, **uk)
         except Exception as exc:  # noqa: BLE001
+            last_exc = exc
             # as the validator: keywords passed on that miss some get them guessed, next
             c = hints.get("C") or blockrun.arguments.SIZES[0]
             more = blockrun.arguments.amend_arguments(exc, up_cls, params, ua, uk, shown, c)
@@ -612,8 +614,10 @@ def compare(job: dict, blockrun) -> dict:
                            f"{type(exc).__name__}: {exc}") from None
         break
     if up is None:
+        last = f"; the last raised {type(last_exc).__name__}: {str(last_exc)[:200]}" \
+            if last_exc is not None else ""
         raise _NotComparable(f"no argument set builds the upstream class ({len(up_cands)} "
-                             "tried)")
+                             f"tried{last})")
     result = {"args": {k: str(v)[:80] for k, v in shown.items()}}
     if notes:
         result["notes"] = notes
