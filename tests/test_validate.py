@@ -1428,6 +1428,40 @@ def test_a_guess_the_constructor_calls_as_a_factory_gets_identity(validator):
                                                      "block_fn": "nn.Identity"}
 
 
+@pytest.mark.parametrize("future", ["", "from __future__ import annotations\n"])
+@needs_torch
+def test_a_parameter_annotated_with_a_torch_layer_or_a_tensor_gets_one(validator, future):
+    # spikingjelly's SpikeZIPLinear(linear: nn.Linear, ...) copies the layer it wraps, and
+    # PeriodicEncoder(spike: torch.Tensor) reads a tensor's shape: the guess 64 had neither
+    r = check(validator, " " * 8 + future + """
+        from typing import Literal, Optional
+
+        import torch
+        import torch.nn as nn
+
+        class Wrapped(nn.Module):
+            def __init__(self, linear: nn.Linear, norm: Optional[nn.LayerNorm],
+                         conv: torch.nn.Conv2d, spike: torch.Tensor,
+                         mode: Literal["rowwise", "colwise"]):
+                super().__init__()
+                if mode not in ("rowwise", "colwise"):
+                    raise ValueError(mode)
+                self.fc = nn.Linear(linear.in_features, linear.out_features)
+                self.fc.load_state_dict(linear.state_dict())
+                self.norm = nn.LayerNorm(norm.normalized_shape)
+                self.conv_channels = conv.in_channels
+                self.register_buffer("spike", spike.clone())
+
+            def forward(self, x):
+                return self.norm(self.fc(x)) * self.spike.shape[0]
+        """, "Wrapped")
+    assert r.level == "forward_ran", r.as_dict()
+    assert r.stage("instantiate").detail["args"] == {
+        "linear": "nn.Linear(64, 64)", "norm": "nn.LayerNorm(64)",
+        "conv": "nn.Conv2d(64, 64, 3, padding=1)", "spike": "torch.rand(64)",
+        "mode": "'rowwise'"}
+
+
 @needs_torch
 def test_a_forward_taking_a_list_or_dict_of_tensors_gets_one(validator):
     # torchvision's FCOSClassificationHead.forward(self, x: List[Tensor]) unpacked each

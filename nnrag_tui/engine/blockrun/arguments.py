@@ -7,6 +7,7 @@ torch only."""
 
 from __future__ import annotations
 
+import ast
 import inspect
 import linecache
 import re
@@ -130,10 +131,13 @@ def guess_arguments(required, c: int, seq: bool | str = False, namespace: dict |
             if cls is None and p.annotation is inspect.Parameter.empty and _is_config_name(p.name):
                 cls = _module_config_class(namespace, nn)
         wanted = _annotated_module_class(p.annotation, namespace, nn)
+        made = _annotated_instance(p.annotation, namespace, c, nn) if wanted is None else None
         if cls is not None:
             value, text = _config_instance(cls, c, nn)
         elif wanted is not None:
             value, text = wanted, wanted.__name__
+        elif made is not None:
+            value, text = made
         else:
             value, text = _guess(p.name, p.annotation, c, nn)
         is_size = any(w in p.name for w in _SIZE_WORDS)
@@ -176,6 +180,55 @@ def _annotated_module_class(annotation, namespace: dict | None, nn):
         if isinstance(cls, type) and issubclass(cls, nn.Module) and cls is not nn.Module:
             return cls
     return None
+
+
+def _annotated_instance(annotation, namespace: dict | None, c: int, nn):
+    """(value, text) for a parameter annotated with a layer class of ``torch.nn`` (spikingjelly's
+    ``SpikeZIPLinear(linear: nn.Linear, ...)``, which copies the layer it wraps: that layer
+    built with ``c`` channels) or with a tensor (``PeriodicEncoder(spike: torch.Tensor)``:
+    ``c`` values in [0, 1)), also inside ``Optional[...]``; None for any other annotation."""
+    import torch
+
+    target = annotation
+    if isinstance(annotation, str):
+        m = re.fullmatch(r"\s*(?:Optional\[)?([\w.]+)\]?\s*", annotation)
+        target = None
+        if m is not None:
+            head, *rest = m.group(1).split(".")
+            target = (namespace or {}).get(head)
+            for attr in rest:
+                target = getattr(target, attr, None)
+    elif typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        members = [a for a in typing.get_args(annotation) if a is not type(None)]
+        target = members[0] if len(members) == 1 else None
+    if target is torch.Tensor:
+        return torch.rand(c), f"torch.rand({c})"
+    if not (isinstance(target, type) and issubclass(target, nn.Module)
+            and target.__module__.startswith("torch.nn.") and target is not nn.Module):
+        return None
+    from torch.nn.modules.batchnorm import _NormBase
+    from torch.nn.modules.conv import _ConvNd
+
+    args: tuple = ()
+    kwargs: dict = {}
+    if issubclass(target, nn.Linear):
+        args = (c, c)
+    elif issubclass(target, _ConvNd):
+        args, kwargs = (c, c, 3), {"padding": 1}
+    elif issubclass(target, (nn.LayerNorm, _NormBase)):  # batch and instance norms
+        args = (c,)
+    elif issubclass(target, nn.GroupNorm):
+        args = (1, c)
+    elif issubclass(target, nn.Embedding):
+        args = (100, c)
+    elif issubclass(target, nn.MultiheadAttention):
+        args = (c, 4)
+    try:
+        value = target(*args, **kwargs)
+    except Exception:  # noqa: BLE001  (a layer these arguments do not build: no guess)
+        return None
+    shown = ", ".join([*map(repr, args), *(f"{k}={v!r}" for k, v in kwargs.items())])
+    return value, f"nn.{target.__name__}({shown})"
 
 
 _MISSING = re.compile(r"missing \d+ required (?:positional|keyword-only) arguments?: (.+)")
@@ -457,6 +510,18 @@ def _guess_scalar(name: str, annotation, c: int, nn):
     n = name.lower()
     tokens = set(n.split("_"))
     ann = annotation_text(annotation)
+    # one of the values a Literal lists (spikingjelly's ``mode: Literal["colwise",
+    # "rowwise"]``): the first
+    if typing.get_origin(annotation) is typing.Literal and typing.get_args(annotation):
+        value = typing.get_args(annotation)[0]
+        return value, repr(value)
+    if ann.startswith("Literal["):
+        try:
+            value = ast.literal_eval(ann[len("Literal["):-1].split(",")[0].strip())
+        except (ValueError, SyntaxError):
+            value = None
+        if isinstance(value, (str, int, float, bool)):
+            return value, repr(value)
     if n in _UNGUESSABLE:
         raise NoGuess(name)
     # keywords passed on (spikingjelly's ``neuron_kwargs: Dict[str, Any]``): none
