@@ -562,7 +562,8 @@ def compare(job: dict, blockrun) -> dict:
             _plain(gen_sig)]
         diff = [(a, b) for a, b in zip(ups, gens) if a != b] or [(ups, gens)]
         raise _Differs(f"constructor signature: {diff[0][0]} upstream, {diff[0][1]} here")
-    params = list(up_sig.parameters.values()) if up_sig else []
+    params = blockrun.arguments.with_documented_types(
+        up_cls, list(up_sig.parameters.values())) if up_sig else []
     required = [p for p in params if p.default is inspect.Parameter.empty
                 and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
     # a call site's arguments may build modules themselves (x-transformers' ``attn_layers=

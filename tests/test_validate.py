@@ -1463,6 +1463,44 @@ def test_a_parameter_annotated_with_a_torch_layer_or_a_tensor_gets_one(validator
 
 
 @needs_torch
+def test_a_parameter_typed_in_the_docstring_gets_a_value_of_that_type(validator):
+    # spikingjelly's PopEncoder(obs_dim, pop_dim, spike_ts, mean_range, std) says its types
+    # only in ":type mean_range: tuple" fields: the guess 64 could not be unpacked
+    r = check(validator, """
+        import torch
+        import torch.nn as nn
+
+        class PopEncoder(nn.Module):
+            \"\"\"Population coding.\"\"\"
+
+            def __init__(self, obs_dim, pop_dim, mean_range, std, tag):
+                \"\"\"
+                :param obs_dim: observation dimensions
+                :type obs_dim: int
+                :param mean_range: the means' range [min, max]
+                :type mean_range: tuple
+                :param std: standard deviation
+                :type std: float
+                :param tag: what to call it
+                :type tag: str
+                \"\"\"
+                super().__init__()
+                lo, hi = mean_range
+                self.mean = nn.Parameter(torch.linspace(lo, hi, obs_dim * pop_dim))
+                self.std = nn.Parameter(torch.full((obs_dim * pop_dim,), std))
+                self.obs_dim, self.pop_dim, self.tag = obs_dim, pop_dim, tag
+
+            def forward(self, obs):
+                x = obs.unsqueeze(-1).repeat(1, 1, self.pop_dim).view(obs.shape[0], -1)
+                return torch.exp(-(x - self.mean) ** 2 / (2 * self.std ** 2))
+        """, "PopEncoder")
+    assert r.level == "forward_ran", r.as_dict()
+    assert r.stage("instantiate").detail["args"] == {
+        "obs_dim": "64", "pop_dim": "64", "mean_range": "(64, 64)", "std": "1.0",
+        "tag": "64"}
+
+
+@needs_torch
 def test_a_forward_taking_a_list_or_dict_of_tensors_gets_one(validator):
     # torchvision's FCOSClassificationHead.forward(self, x: List[Tensor]) unpacked each
     # probe's rows: "not enough values to unpack (expected 4, got 3)"

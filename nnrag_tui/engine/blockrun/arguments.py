@@ -155,6 +155,27 @@ def guess_arguments(required, c: int, seq: bool | str = False, namespace: dict |
     return tuple(args), kwargs, shown
 
 
+# a parameter's type in a Sphinx docstring field, ":type mean_range: tuple"
+_DOC_TYPE = re.compile(r"^\s*:type\s+(\w+)\s*:\s*(\S.*?)\s*$", re.MULTILINE)
+
+
+def with_documented_types(cls, params: list[inspect.Parameter]) -> list[inspect.Parameter]:
+    """``params`` of ``cls``'s constructor, each that has no annotation given the type its
+    docstring's ``:type name: T`` field says (spikingjelly documents every parameter so:
+    ``PopEncoder(obs_dim, pop_dim, spike_ts, mean_range, std)`` with ``:type mean_range:
+    tuple``, ``:type std: float``). A documented ``str`` or ``Callable`` is left out: the
+    guesses have no value for those, where the name may still tell one."""
+    docs = "\n".join(d for d in (getattr(getattr(cls, "__init__", None), "__doc__", None),
+                                 getattr(cls, "__doc__", None)) if isinstance(d, str))
+    documented: dict[str, str] = {}
+    for name, text in _DOC_TYPE.findall(docs):
+        documented.setdefault(name, text)
+    return [p.replace(annotation=documented[p.name])
+            if p.annotation is p.empty and p.name in documented
+            and not re.search(r"\b(str|Callable)\b", documented[p.name]) else p
+            for p in params]
+
+
 def _annotated_module_class(annotation, namespace: dict | None, nn):
     """The module class a parameter annotated ``Type[X]`` asks for (torchvision's ``ResNet(
     block: Type[Union[BasicBlock, Bottleneck]], ...)``): the first X that is a subclass of
@@ -501,7 +522,9 @@ def _guess(name: str, annotation, c: int, nn):
     value, text = _guess_scalar(name, annotation, c, nn)
     ann = annotation_text(annotation)
     if type(value) is int and re.match(r"(Tuple|List|Sequence|tuple|list)\b", ann):
-        n = 2 if "size" in name or re.match(r"(Tuple|tuple)\[int, ?int\]$", ann) else 4
+        # a size or a range (``mean_range``: min, max) is a pair, a per-stage list four long
+        n = 2 if "size" in name or "range" in name or re.match(r"(Tuple|tuple)\[int, ?int\]$",
+                                                                 ann) else 4
         return (value,) * n, repr((value,) * n)
     return value, text
 

@@ -19,6 +19,7 @@ from .arguments import (
     call_site_candidates,
     guess_arguments,
     wants_sequence,
+    with_documented_types,
 )
 from .errors import StageFailed, describe, safe_str
 from .inputs import (
@@ -83,7 +84,7 @@ def stage_instantiate(job: dict, state: dict) -> dict:
                            f"class", "frames": []}, {})
     try:
         sig = inspect.signature(cls)
-        params = [p for p in sig.parameters.values()]
+        params = with_documented_types(cls, list(sig.parameters.values()))
     except (TypeError, ValueError):
         params = []
     required = [p for p in params if p.default is inspect.Parameter.empty
