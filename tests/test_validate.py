@@ -1527,6 +1527,7 @@ def test_a_forward_taking_a_list_or_dict_of_tensors_gets_one(validator):
     assert r.stage("forward").detail["output"] == [[2, 2 * 4 * 32 * 32]]
 
 
+@needs_torch
 def test_a_forward_typed_by_a_type_comment_gets_what_the_comment_says(validator):
     # torchvision's RetinaNetClassificationHead says List[Tensor] in a PEP 484 type comment
     # only, "def forward(self, x):  # type: (list[Tensor]) -> Tensor"

@@ -277,13 +277,13 @@ def entry_signature(module) -> inspect.Signature:
     x):`` then ``# type: (list[Tensor]) -> Tensor``). Raises as ``inspect.signature`` does."""
     fn = entry_point(module)
     sig = inspect.signature(fn)
-    types = _comment_types(fn)
+    commented = _comment_types(fn)
     params = list(sig.parameters.values())
-    if types is None or len(types) != len(params):
+    if commented is None or len(commented) != len(params):
         return sig
     return sig.replace(parameters=[
         p.replace(annotation=t) if p.annotation is p.empty else p
-        for p, t in zip(params, types)])
+        for p, t in zip(params, commented)])
 
 
 def _comment_types(fn) -> list[str] | None:
