@@ -131,12 +131,11 @@ def guess_arguments(required, c: int, seq: bool | str = False, namespace: dict |
             if cls is None and p.annotation is inspect.Parameter.empty and _is_config_name(p.name):
                 cls = _module_config_class(namespace, nn)
         wanted = _annotated_module_class(p.annotation, namespace, nn)
-        made = _annotated_instance(p.annotation, namespace, c, nn) if wanted is None else None
         if cls is not None:
             value, text = _config_instance(cls, c, nn)
         elif wanted is not None:
             value, text = wanted, wanted.__name__
-        elif made is not None:
+        elif (made := _annotated_instance(p.annotation, namespace, c, nn)) is not None:
             value, text = made
         else:
             value, text = _guess(p.name, p.annotation, c, nn)
@@ -538,10 +537,11 @@ def _guess_scalar(name: str, annotation, c: int, nn):
     if typing.get_origin(annotation) is typing.Literal and typing.get_args(annotation):
         value = typing.get_args(annotation)[0]
         return value, repr(value)
-    if ann.startswith("Literal["):
+    if ann.startswith("Literal["):  # a string annotation
         try:
-            value = ast.literal_eval(ann[len("Literal["):-1].split(",")[0].strip())
-        except (ValueError, SyntaxError):
+            listed = ast.parse(ann, mode="eval").body.slice
+            value = ast.literal_eval(listed.elts[0] if isinstance(listed, ast.Tuple) else listed)
+        except (ValueError, SyntaxError, AttributeError, IndexError):
             value = None
         if isinstance(value, (str, int, float, bool)):
             return value, repr(value)
